@@ -1,0 +1,92 @@
+# Developer entry points. `make test` is what CI runs (through .ci/run).
+#   make setup      system packages, .venv, editable install (idempotent)
+#   make build      CMake build into build/ (C++ tests + lockstep._core)
+#   make test       C++ unit tests, then the Python tests
+#   make demo       FRAMEWORK=numpy|torch|...: Fashion-MNIST on 2 ranks
+#   make bench      benchmarks/run_all.py
+#   make format     clang-format the C++ sources
+#   make clean      remove build outputs
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := test
+
+# mpirun refuses to start as root without these; CI and containers run as root.
+export OMPI_ALLOW_RUN_AS_ROOT := 1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
+
+VENV := .venv
+PYTHON := $(VENV)/bin/python
+PIP := $(PYTHON) -m pip
+BUILD_DIR := build
+JOBS ?= 2
+FRAMEWORK ?= numpy
+DEMO_ARGS ?=
+APT_PACKAGES := openmpi-bin libopenmpi-dev dataset-fashion-mnist libgtest-dev cmake g++ make \
+                clang-format python3-dev
+CPP_DIRS := csrc include tests/cpp
+
+# Stamps inside .venv, so deleting the venv also forgets what was installed into it.
+REQUIREMENTS_STAMP := $(VENV)/.requirements-installed
+INSTALL_STAMP := $(VENV)/.lockstep-installed
+
+.PHONY: setup apt-packages build test demo bench format clean
+
+setup: apt-packages $(INSTALL_STAMP)
+
+# Only touches apt (and its slow `update`) when something is actually missing.
+apt-packages:
+	@missing=""; \
+	for pkg in $(APT_PACKAGES); do \
+	  dpkg -s $$pkg 2>/dev/null | grep -q '^Status: install ok installed' || missing="$$missing $$pkg"; \
+	done; \
+	if ! command -v python3 >/dev/null || ! python3 -c 'import ensurepip' 2>/dev/null; then \
+	  missing="$$missing python3-venv"; \
+	fi; \
+	if [ -n "$$missing" ]; then \
+	  echo "Installing system packages:$$missing"; \
+	  sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+	  $$sudo apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+$(PYTHON):
+	python3 -m venv $(VENV)
+
+$(REQUIREMENTS_STAMP): requirements.txt | $(PYTHON)
+	$(PIP) install -r requirements.txt
+	touch $@
+
+# Editable: python/ is put on the venv's path, so `make build` refreshes the
+# extension the venv imports without reinstalling.
+$(INSTALL_STAMP): $(REQUIREMENTS_STAMP) setup.py pyproject.toml
+	$(PIP) install --no-build-isolation -e .
+	touch $@
+
+$(BUILD_DIR)/CMakeCache.txt: Makefile $(REQUIREMENTS_STAMP)
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_BUILD_TESTS=ON \
+	  -DLOCKSTEP_BUILD_PYTHON=ON -DPython_EXECUTABLE=$(abspath $(PYTHON))
+
+build: $(BUILD_DIR)/CMakeCache.txt
+	cmake --build $(BUILD_DIR) -j$(JOBS)
+
+# Both suites run even if the first fails, so one CI run reports everything.
+test: setup build
+	@status=0; \
+	ctest --test-dir $(BUILD_DIR) --output-on-failure || status=1; \
+	$(PYTHON) -m pytest tests/python -v --timeout=300 || status=1; \
+	exit $$status
+
+demo: setup build
+	$(VENV)/bin/lockstep-run -np 2 $(PYTHON) examples/$(FRAMEWORK)_fashion_mnist.py $(DEMO_ARGS)
+
+bench: setup build
+	@if [ ! -f benchmarks/run_all.py ]; then echo "benchmarks/run_all.py does not exist yet" >&2; exit 1; fi
+	$(PYTHON) benchmarks/run_all.py
+
+format:
+	find $(CPP_DIRS) -name '*.h' -o -name '*.cc' | xargs -r clang-format -i
+
+# The editable install's extension goes too, so the next setup reinstalls it.
+clean:
+	rm -rf $(BUILD_DIR) python/lockstep/_core*.so python/*.egg-info *.egg-info .pytest_cache
+	rm -f $(INSTALL_STAMP)

@@ -1,0 +1,33 @@
+// The interface every collective backend implements (MPI for host memory now; NCCL
+// for GPU memory slots in here without touching negotiation or fusion). Buffers are
+// already packed and scaled by the op runner: a backend only moves and reduces bytes.
+// Failures throw lockstep::Error.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "lockstep/types.h"
+
+namespace lockstep {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+
+  // In place. Average arrives here as Sum; the op runner divides.
+  virtual void Allreduce(void* buffer, int64_t count, DataType dtype, ReduceOp op) = 0;
+  // bytes_per_rank[r] bytes from rank r land at the running offset in output.
+  virtual void Allgatherv(const void* input, void* output,
+                          const std::vector<int64_t>& bytes_per_rank) = 0;
+  virtual void Broadcast(void* buffer, int64_t bytes, int root_rank) = 0;
+  virtual void Alltoallv(const void* input, const std::vector<int64_t>& send_bytes, void* output,
+                         const std::vector<int64_t>& recv_bytes) = 0;
+  // counts[r] elements of the reduction go to rank r.
+  virtual void ReduceScatter(const void* input, void* output, const std::vector<int64_t>& counts,
+                             DataType dtype, ReduceOp op) = 0;
+  virtual void Barrier() = 0;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,112 @@
+// pybind11 module lockstep._core: a thin layer over include/lockstep/lockstep.h.
+// Tensors cross as raw addresses plus dtype and shape, so every frontend (NumPy,
+// torch, TensorFlow, JAX) shares one binding; frontends keep the memory alive.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+
+#include "lockstep/lockstep.h"
+
+namespace py = pybind11;
+using namespace lockstep;
+
+namespace {
+
+void BindEnums(py::module_& m) {
+  py::enum_<DataType>(m, "DataType")
+      .value("UINT8", DataType::kUInt8)
+      .value("INT8", DataType::kInt8)
+      .value("INT16", DataType::kInt16)
+      .value("INT32", DataType::kInt32)
+      .value("INT64", DataType::kInt64)
+      .value("FLOAT16", DataType::kFloat16)
+      .value("BFLOAT16", DataType::kBFloat16)
+      .value("FLOAT32", DataType::kFloat32)
+      .value("FLOAT64", DataType::kFloat64)
+      .value("BOOL", DataType::kBool);
+  py::enum_<ReduceOp>(m, "ReduceOp")
+      .value("AVERAGE", ReduceOp::kAverage)
+      .value("SUM", ReduceOp::kSum)
+      .value("ADASUM", ReduceOp::kAdasum)
+      .value("MIN", ReduceOp::kMin)
+      .value("MAX", ReduceOp::kMax)
+      .value("PRODUCT", ReduceOp::kProduct);
+  py::enum_<OpType>(m, "OpType")
+      .value("ALLREDUCE", OpType::kAllreduce)
+      .value("ALLGATHER", OpType::kAllgather)
+      .value("BROADCAST", OpType::kBroadcast)
+      .value("ALLTOALL", OpType::kAlltoall)
+      .value("REDUCESCATTER", OpType::kReducescatter)
+      .value("BARRIER", OpType::kBarrier)
+      .value("JOIN", OpType::kJoin);
+}
+
+void BindOpSpec(py::module_& m) {
+  py::class_<OpSpec>(m, "OpSpec")
+      .def(py::init<>())
+      .def_readwrite("op", &OpSpec::op)
+      .def_readwrite("name", &OpSpec::name)
+      .def_readwrite("dtype", &OpSpec::dtype)
+      .def_readwrite("shape", &OpSpec::shape)
+      .def_property(
+          "input", [](const OpSpec& s) { return reinterpret_cast<uintptr_t>(s.input); },
+          [](OpSpec& s, uintptr_t address) { s.input = reinterpret_cast<const void*>(address); })
+      .def_property(
+          "output", [](const OpSpec& s) { return reinterpret_cast<uintptr_t>(s.output); },
+          [](OpSpec& s, uintptr_t address) { s.output = reinterpret_cast<void*>(address); })
+      .def_readwrite("reduce_op", &OpSpec::reduce_op)
+      .def_readwrite("prescale", &OpSpec::prescale)
+      .def_readwrite("postscale", &OpSpec::postscale)
+      .def_readwrite("root_rank", &OpSpec::root_rank)
+      .def_readwrite("splits", &OpSpec::splits)
+      .def_readwrite("device", &OpSpec::device);
+}
+
+void BindResult(py::module_& m) {
+  // The buffer protocol hands the core-allocated output to NumPy/torch zero-copy; the
+  // consumer's reference to this object keeps the memory alive.
+  py::class_<OpResult>(m, "Result", py::buffer_protocol())
+      .def_readonly("shape", &OpResult::shape)
+      .def_readonly("received_splits", &OpResult::received_splits)
+      .def_readonly("join_last_rank", &OpResult::join_last_rank)
+      .def_property_readonly("has_buffer", [](const OpResult& r) { return r.buffer != nullptr; })
+      .def_buffer([](OpResult& r) -> py::buffer_info {
+        void* data = r.buffer ? r.buffer->data() : nullptr;
+        auto size = static_cast<py::ssize_t>(r.buffer ? r.buffer->size() : 0);
+        return py::buffer_info(data, 1, py::format_descriptor<uint8_t>::format(), 1, {size},
+                               {py::ssize_t{1}});
+      });
+}
+
+Topology Topo() { return GetTopology(); }
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "lockstep core: MPI background thread, negotiation, fusion and collectives";
+  py::register_exception<Error>(m, "LockstepError", PyExc_RuntimeError);
+  BindEnums(m);
+  BindOpSpec(m);
+  BindResult(m);
+
+  m.def("init", &Init, py::call_guard<py::gil_scoped_release>());
+  m.def("shutdown", &Shutdown, py::call_guard<py::gil_scoped_release>());
+  m.def("is_initialized", &IsInitialized);
+  m.def("rank", [] { return Topo().rank; });
+  m.def("size", [] { return Topo().size; });
+  m.def("local_rank", [] { return Topo().local_rank; });
+  m.def("local_size", [] { return Topo().local_size; });
+  m.def("cross_rank", [] { return Topo().cross_rank; });
+  m.def("cross_size", [] { return Topo().cross_size; });
+  m.def("mpi_threads_supported", &MpiThreadsSupported);
+  m.def("mpi_built", &MpiBuilt);
+  m.def("nccl_built", &NcclBuilt);
+  m.def("start_timeline", &StartTimeline, py::arg("path"), py::arg("mark_cycles") = false);
+  m.def("stop_timeline", &StopTimeline);
+
+  m.def("enqueue", &Enqueue, py::arg("spec"));
+  m.def("enqueue_group", &EnqueueGroup, py::arg("specs"));
+  m.def("poll", &Poll, py::arg("handle"));
+  m.def("wait", &Wait, py::arg("handle"), py::call_guard<py::gil_scoped_release>());
+}

@@ -1,0 +1,46 @@
+// Runtime settings read from LOCKSTEP_* environment variables (with HOROVOD_*
+// aliases so existing Horovod job scripts keep their tuning).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+namespace lockstep {
+
+enum class LogLevel { kTrace, kDebug, kInfo, kWarning, kError, kFatal };
+
+// Lower-case name, the same spelling LOCKSTEP_LOG_LEVEL accepts.
+const char* LogLevelName(LogLevel level);
+
+struct Config {
+  int64_t fusion_threshold_bytes = 128 * 1024 * 1024;  // 0 disables fusion
+  double cycle_time_ms = 1.0;  // how long an idle background thread sleeps between cycles
+  int cache_capacity = 1024;   // 0 disables the response cache
+  std::string timeline_path;   // empty: no timeline at start
+  bool timeline_mark_cycles = false;
+  double stall_check_seconds = 60.0;  // 0 or stall_check_disabled: no stall warnings
+  bool stall_check_disabled = false;
+  double stall_shutdown_seconds = 0.0;  // 0: never fail stalled ops
+  LogLevel log_level = LogLevel::kWarning;
+};
+
+constexpr int kMaxCacheCapacity = 1 << 16;
+
+// A setting that is present but malformed; the message names the variable, the
+// value and what was expected.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// `lookup` returns the value of an environment variable or nullptr; injected so
+// tests need not touch the real environment. Throws ConfigError.
+Config ParseConfig(const std::function<const char*(const char*)>& lookup);
+Config ConfigFromEnvironment();  // ParseConfig(std::getenv)
+
+// One line, for debug logging.
+std::string Describe(const Config& config);
+
+}  // namespace lockstep

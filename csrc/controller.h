@@ -1,0 +1,65 @@
+// Negotiation as every rank runs it, once per cycle: a bit-vector allreduce that
+// settles cached tensors and global flags, and, when needed, a full round through the
+// coordinator on rank 0. Keeps the response cache identical on all ranks.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "config.h"
+#include "coordinator.h"
+#include "lockstep/lockstep.h"
+#include "logging.h"
+#include "message.h"
+#include "response_cache.h"
+#include "stall_inspector.h"
+
+namespace lockstep {
+
+struct NegotiationResult {
+  std::vector<Response> responses;  // the same list, in the same order, on every rank
+  bool shutdown = false;            // some rank asked to shut down
+  bool all_ranks_waiting = false;   // every rank had unfinished work when the cycle began
+};
+
+class Controller {
+ public:
+  using Clock = std::chrono::steady_clock;
+  Controller(MPI_Comm comm, const Topology& topology, const Config& config, const Logger& logger);
+
+  // Files a new local request for the next cycle: one cache bit when the cache knows
+  // it exactly, otherwise a full request.
+  void Admit(const Request& request);
+  NegotiationResult Negotiate(bool shutdown_requested, bool joined, bool has_pending);
+  bool HasUnsent() const { return !unsent_.empty(); }
+
+ private:
+  struct Flags {
+    bool all_pending, need_full_round, shutdown, any_joined;
+  };
+  Flags ExchangeBits(bool shutdown_requested, bool joined, bool has_pending,
+                     std::vector<uint64_t>* ready, std::vector<uint64_t>* partial);
+  void TakeReadyFromCache(const std::vector<uint64_t>& ready, std::vector<Response>* out);
+  void TrackPartial(const std::vector<uint64_t>& partial);
+  ResponseList FullRound();
+  void ApplyCacheUpdates(const ResponseList& list);
+  void ResendInFull(int32_t cache_id);
+  bool StallCheckDue();
+
+  MPI_Comm comm_;
+  Topology topology_;
+  const Logger& logger_;
+  ResponseCache cache_;
+  StallInspector stall_inspector_;
+  std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
+  std::map<int32_t, Request> cached_pending_;  // cache slot -> request waiting on its bit
+  std::vector<Request> unsent_;
+  std::map<int32_t, Clock::time_point> partial_since_;  // rank 0: slots pending somewhere
+  bool cache_paused_ = false;  // while a rank has joined, everything goes in full
+};
+
+}  // namespace lockstep

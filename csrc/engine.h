@@ -1,0 +1,76 @@
+// The per-process engine: owns MPI, the background thread and everything it drives.
+// User threads call Enqueue/Wait; only the background thread touches MPI.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "config.h"
+#include "controller.h"
+#include "handle_table.h"
+#include "logging.h"
+#include "mpi_context.h"
+#include "mpi_ops.h"
+#include "mpi_types.h"
+#include "op_runner.h"
+#include "tensor_queue.h"
+#include "timeline.h"
+
+namespace lockstep {
+
+class Engine {
+ public:
+  // Starts MPI (if needed) and the background thread. `handles` outlives the engine
+  // so that a handle can still be waited on after shutdown.
+  Engine(const Config& config, HandleTable& handles);
+  ~Engine();  // Shutdown()
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const Topology& topology() const { return mpi_.topology(); }
+  bool threads_supported() const { return mpi_.threads_supported(); }
+  bool running() const { return running_.load(); }
+  Timeline& timeline() { return timeline_; }
+
+  std::vector<Handle> Enqueue(std::vector<OpSpec> specs, bool grouped);
+  // Stops the loop on every rank (the others see the request in their next cycle)
+  // and fails whatever is still pending. Idempotent.
+  void Shutdown();
+
+ private:
+  void Loop();
+  void WaitForNextCycle();
+  void AdmitNewEntries();
+  void Execute(const std::vector<Response>& planned);
+  void ExecuteOne(const Response& response);
+  void Complete(const std::string& name, Status status, OpResult result);
+  void FailEverything(const std::string& reason);
+  void UpdateBackoff(bool made_progress, bool all_ranks_waiting);
+
+  Config config_;
+  MpiContext mpi_;
+  Logger logger_;
+  MpiTypes mpi_types_;
+  MpiBackend mpi_backend_;
+  Timeline timeline_;
+  HandleTable& handles_;
+  TensorQueue queue_;
+  Controller controller_;
+  OpRunner runner_;
+
+  // Background-thread state.
+  std::unordered_map<std::string, TensorEntry> pending_;
+  bool joined_ = false;
+  std::chrono::microseconds backoff_{0};
+
+  std::atomic<bool> shutdown_requested_{false};
+  std::atomic<bool> running_{false};
+  std::thread thread_;
+};
+
+}  // namespace lockstep

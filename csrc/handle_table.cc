@@ -1,0 +1,51 @@
+#include "handle_table.h"
+
+#include <string>
+
+namespace lockstep {
+
+Handle HandleTable::Allocate() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Handle handle = next_++;
+  slots_.emplace(handle, Slot{});
+  return handle;
+}
+
+void HandleTable::Complete(Handle handle, Status status, OpResult result) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = slots_.find(handle);
+    if (it == slots_.end() || it->second.done) return;
+    it->second.done = true;
+    it->second.status = std::move(status);
+    it->second.result = std::move(result);
+  }
+  cv_.notify_all();
+}
+
+void HandleTable::Discard(Handle handle) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  slots_.erase(handle);
+}
+
+bool HandleTable::Poll(Handle handle) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = slots_.find(handle);
+  if (it == slots_.end()) throw Error("unknown handle " + std::to_string(handle));
+  return it->second.done;
+}
+
+OpResult HandleTable::Wait(Handle handle) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  auto it = slots_.find(handle);
+  if (it == slots_.end()) {
+    throw Error("unknown handle " + std::to_string(handle) + " (already waited on?)");
+  }
+  cv_.wait(lock, [&] { return it->second.done; });
+  Slot slot = std::move(it->second);
+  slots_.erase(it);
+  if (!slot.status.ok()) throw Error(slot.status.message());
+  return std::move(slot.result);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,33 @@
+// MPI set-up and tear-down: initialization (or adoption of an MPI the program
+// already initialized), the private communicators lockstep uses, and topology.
+#pragma once
+
+#include <mpi.h>
+
+#include "lockstep/lockstep.h"
+
+namespace lockstep {
+
+class MpiContext {
+ public:
+  // Initializes MPI if needed and duplicates MPI_COMM_WORLD, so lockstep's traffic
+  // never matches messages of the user's own MPI code.
+  MpiContext();
+  ~MpiContext();
+  MpiContext(const MpiContext&) = delete;
+  MpiContext& operator=(const MpiContext&) = delete;
+
+  MPI_Comm comm() const { return comm_; }
+  const Topology& topology() const { return topology_; }
+  bool threads_supported() const { return thread_level_ == MPI_THREAD_MULTIPLE; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  Topology topology_;
+  int thread_level_ = MPI_THREAD_SINGLE;
+};
+
+// Finalizes MPI at process exit if lockstep was the one that initialized it.
+void FinalizeMpiAtExitIfOwned();
+
+}  // namespace lockstep

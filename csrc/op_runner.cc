@@ -1,0 +1,229 @@
+#include "op_runner.h"
+
+#include <cstring>
+#include <string>
+
+#include "scaling.h"
+
+namespace lockstep {
+namespace {
+
+int64_t RowElements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
+  return n;
+}
+
+std::vector<int64_t> WithFirstDim(std::vector<int64_t> shape, int64_t first) {
+  if (shape.empty()) return {first};
+  shape[0] = first;
+  return shape;
+}
+
+bool IsIntegral(DataType dtype) { return !IsFloatingPoint(dtype) && dtype != DataType::kBool; }
+
+std::string CollectiveName(const Response& r, const Backend& backend) {
+  static const char* const kKinds[] = {"ALLREDUCE", "ALLGATHER", "BCAST", "ALLTOALL",
+                                       "REDUCESCATTER"};
+  return std::string(backend.name()) + "_" + kKinds[static_cast<int>(r.type)];
+}
+
+}  // namespace
+
+OpRunner::OpRunner(const Topology& topology, Backend& host_backend, Timeline& timeline)
+    : topology_(topology), host_backend_(host_backend), timeline_(timeline) {}
+
+Backend& OpRunner::BackendFor(const Response& response) {
+  if (response.device >= 0) {
+    throw Error("tensor '" + response.names.front() +
+                "' is on a GPU, but this build of lockstep has no GPU backend");
+  }
+  return host_backend_;
+}
+
+void OpRunner::Phase(const std::vector<std::string>& names, const char* phase) {
+  if (!timeline_.active()) return;
+  for (const std::string& name : names) timeline_.Begin(name, phase);
+}
+
+void OpRunner::EndPhase(const std::vector<std::string>& names) {
+  if (!timeline_.active()) return;
+  for (const std::string& name : names) timeline_.End(name);
+}
+
+std::vector<OpResult> OpRunner::Run(const Response& r, const std::vector<TensorEntry*>& entries) {
+  const bool needs_own_tensor = r.type != ResponseType::kAllreduce &&
+                                r.type != ResponseType::kBarrier && r.type != ResponseType::kJoin;
+  if (needs_own_tensor && (entries.empty() || entries[0] == nullptr)) {
+    throw Error("internal error: no local tensor for " + r.names.front());
+  }
+  switch (r.type) {
+    case ResponseType::kAllreduce: return RunAllreduce(r, entries);
+    case ResponseType::kAllgather: return {RunAllgather(r, *entries.at(0))};
+    case ResponseType::kBroadcast: return {RunBroadcast(r, *entries.at(0))};
+    case ResponseType::kAlltoall: return {RunAlltoall(r, *entries.at(0))};
+    case ResponseType::kReducescatter: return {RunReducescatter(r, *entries.at(0))};
+    case ResponseType::kBarrier: return {OpResult{}};  // negotiation already synchronized
+    case ResponseType::kJoin: {
+      OpResult result;
+      result.join_last_rank = r.last_joined_rank;
+      return {result};
+    }
+    case ResponseType::kError: break;
+  }
+  throw Error("internal error: op runner given a response it cannot run");
+}
+
+void OpRunner::FinishReduction(void* buffer, int64_t count, const Response& r) {
+  double postscale = r.postscale;
+  if (r.reduce_op == ReduceOp::kAverage) {
+    if (IsIntegral(r.dtype)) {
+      DivideIntegersInPlace(buffer, count, r.dtype, topology_.size);
+    } else {
+      postscale /= topology_.size;
+    }
+  }
+  ScaleInPlace(buffer, count, r.dtype, postscale);
+}
+
+std::vector<OpResult> OpRunner::RunAllreduce(const Response& r,
+                                             const std::vector<TensorEntry*>& entries) {
+  Backend& backend = BackendFor(r);
+  const int64_t element = DataTypeSize(r.dtype);
+  int64_t total = 0;
+  for (int64_t n : r.sizes) total += n;
+
+  // One tensor of this rank's own: reduce in its output directly, no fusion copy.
+  const bool direct = entries.size() == 1 && entries[0] != nullptr;
+  char* buffer;
+  if (direct) {
+    const OpSpec& spec = entries[0]->spec;
+    buffer = static_cast<char*>(spec.output);
+    if (spec.input != spec.output && total > 0) std::memcpy(buffer, spec.input, total * element);
+  } else {
+    Phase(r.names, "MEMCPY_IN_FUSION_BUFFER");
+    buffer = static_cast<char*>(fusion_buffer_.Get(total * element));
+    int64_t offset = 0;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const int64_t bytes = r.sizes[i] * element;
+      if (entries[i] != nullptr) {
+        if (bytes > 0) std::memcpy(buffer + offset, entries[i]->spec.input, bytes);
+      } else {
+        std::memset(buffer + offset, 0, bytes);  // a joined rank contributes zeros
+      }
+      offset += bytes;
+    }
+    EndPhase(r.names);
+  }
+
+  ScaleInPlace(buffer, total, r.dtype, r.prescale);
+  const std::string collective = CollectiveName(r, backend);
+  Phase(r.names, collective.c_str());
+  backend.Allreduce(buffer, total, r.dtype, r.reduce_op);
+  EndPhase(r.names);
+  FinishReduction(buffer, total, r);
+
+  std::vector<OpResult> results(entries.size());
+  if (!direct) {
+    Phase(r.names, "MEMCPY_OUT_FUSION_BUFFER");
+    int64_t offset = 0;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const int64_t bytes = r.sizes[i] * element;
+      if (entries[i] != nullptr && bytes > 0) {
+        std::memcpy(entries[i]->spec.output, buffer + offset, bytes);
+      }
+      offset += bytes;
+    }
+    EndPhase(r.names);
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i] != nullptr) results[i].shape = entries[i]->spec.shape;
+  }
+  return results;
+}
+
+OpResult OpRunner::RunAllgather(const Response& r, TensorEntry& entry) {
+  Backend& backend = BackendFor(r);
+  const int64_t row_bytes = RowElements(entry.spec.shape) * DataTypeSize(r.dtype);
+  std::vector<int64_t> bytes_per_rank;
+  int64_t rows = 0;
+  for (int64_t n : r.sizes) {
+    bytes_per_rank.push_back(n * row_bytes);
+    rows += n;
+  }
+  OpResult result;
+  result.shape = WithFirstDim(entry.spec.shape, rows);
+  result.buffer = std::make_shared<Buffer>(rows * row_bytes);
+  Phase(r.names, CollectiveName(r, backend).c_str());
+  backend.Allgatherv(entry.spec.input, result.buffer->data(), bytes_per_rank);
+  EndPhase(r.names);
+  return result;
+}
+
+OpResult OpRunner::RunBroadcast(const Response& r, TensorEntry& entry) {
+  Backend& backend = BackendFor(r);
+  const OpSpec& spec = entry.spec;
+  int64_t bytes = r.sizes.at(0) * DataTypeSize(r.dtype);
+  if (topology_.rank == r.root_rank && spec.input != spec.output && bytes > 0) {
+    std::memcpy(spec.output, spec.input, bytes);
+  }
+  Phase(r.names, CollectiveName(r, backend).c_str());
+  backend.Broadcast(spec.output, bytes, r.root_rank);
+  EndPhase(r.names);
+  OpResult result;
+  result.shape = spec.shape;
+  return result;
+}
+
+OpResult OpRunner::RunAlltoall(const Response& r, TensorEntry& entry) {
+  Backend& backend = BackendFor(r);
+  const int n = topology_.size;
+  const int me = topology_.rank;
+  const int64_t row_bytes = RowElements(entry.spec.shape) * DataTypeSize(r.dtype);
+  std::vector<int64_t> send_bytes(n), recv_bytes(n);
+  OpResult result;
+  int64_t rows = 0;
+  for (int j = 0; j < n; ++j) {
+    send_bytes[j] = r.sizes[me * n + j] * row_bytes;
+    recv_bytes[j] = r.sizes[j * n + me] * row_bytes;
+    result.received_splits.push_back(r.sizes[j * n + me]);
+    rows += r.sizes[j * n + me];
+  }
+  result.shape = WithFirstDim(entry.spec.shape, rows);
+  result.buffer = std::make_shared<Buffer>(rows * row_bytes);
+  Phase(r.names, CollectiveName(r, backend).c_str());
+  backend.Alltoallv(entry.spec.input, send_bytes, result.buffer->data(), recv_bytes);
+  EndPhase(r.names);
+  return result;
+}
+
+OpResult OpRunner::RunReducescatter(const Response& r, TensorEntry& entry) {
+  Backend& backend = BackendFor(r);
+  const int n = topology_.size;
+  const std::vector<int64_t>& shape = entry.spec.shape;
+  const int64_t rows = shape.empty() ? 1 : shape[0];
+  const int64_t row_elements = RowElements(shape);
+  const int64_t element = DataTypeSize(r.dtype);
+  // Uneven splits give the extra rows to the first ranks.
+  std::vector<int64_t> counts(n);
+  for (int i = 0; i < n; ++i) counts[i] = (rows / n + (i < rows % n ? 1 : 0)) * row_elements;
+
+  const void* input = entry.spec.input;
+  if (r.prescale != 1.0) {  // scale a copy: the caller's input stays untouched
+    void* scaled = fusion_buffer_.Get(rows * row_elements * element);
+    std::memcpy(scaled, input, rows * row_elements * element);
+    ScaleInPlace(scaled, rows * row_elements, r.dtype, r.prescale);
+    input = scaled;
+  }
+  OpResult result;
+  result.shape = WithFirstDim(shape, counts[topology_.rank] / (row_elements ? row_elements : 1));
+  if (row_elements == 0) result.shape[0] = rows / n + (topology_.rank < rows % n ? 1 : 0);
+  result.buffer = std::make_shared<Buffer>(counts[topology_.rank] * element);
+  Phase(r.names, CollectiveName(r, backend).c_str());
+  backend.ReduceScatter(input, result.buffer->data(), counts, r.dtype, r.reduce_op);
+  EndPhase(r.names);
+  FinishReduction(result.buffer->data(), counts[topology_.rank], r);
+  return result;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,90 @@
+#include "scaling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "half.h"
+
+namespace lockstep {
+namespace {
+
+template <typename T>
+void ScaleTyped(T* data, int64_t count, double factor) {
+  for (int64_t i = 0; i < count; ++i) {
+    data[i] = static_cast<T>(static_cast<double>(data[i]) * factor);
+  }
+}
+
+template <typename T>
+void DivideTyped(T* data, int64_t count, int64_t divisor) {
+  for (int64_t i = 0; i < count; ++i) data[i] = static_cast<T>(data[i] / divisor);
+}
+
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void ScaleSixteen(uint16_t* data, int64_t count, double factor) {
+  const float f = static_cast<float>(factor);
+  for (int64_t i = 0; i < count; ++i) data[i] = FromFloat(ToFloat(data[i]) * f);
+}
+
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void ReduceSixteen(const uint16_t* in, uint16_t* inout, int64_t count, ReduceOp op) {
+  for (int64_t i = 0; i < count; ++i) {
+    float a = ToFloat(in[i]);
+    float b = ToFloat(inout[i]);
+    float r;
+    switch (op) {
+      case ReduceOp::kMin: r = std::fmin(a, b); break;
+      case ReduceOp::kMax: r = std::fmax(a, b); break;
+      case ReduceOp::kProduct: r = a * b; break;
+      default: r = a + b; break;  // Sum and Average reduce by summing
+    }
+    inout[i] = FromFloat(r);
+  }
+}
+
+}  // namespace
+
+void ScaleInPlace(void* buffer, int64_t count, DataType dtype, double factor) {
+  if (factor == 1.0 || count == 0) return;
+  switch (dtype) {
+    case DataType::kUInt8: ScaleTyped(static_cast<uint8_t*>(buffer), count, factor); break;
+    case DataType::kInt8: ScaleTyped(static_cast<int8_t*>(buffer), count, factor); break;
+    case DataType::kInt16: ScaleTyped(static_cast<int16_t*>(buffer), count, factor); break;
+    case DataType::kInt32: ScaleTyped(static_cast<int32_t*>(buffer), count, factor); break;
+    case DataType::kInt64: ScaleTyped(static_cast<int64_t*>(buffer), count, factor); break;
+    case DataType::kFloat32: ScaleTyped(static_cast<float*>(buffer), count, factor); break;
+    case DataType::kFloat64: ScaleTyped(static_cast<double*>(buffer), count, factor); break;
+    case DataType::kFloat16:
+      ScaleSixteen<Float16ToFloat, FloatToFloat16>(static_cast<uint16_t*>(buffer), count, factor);
+      break;
+    case DataType::kBFloat16:
+      ScaleSixteen<BFloat16ToFloat, FloatToBFloat16>(static_cast<uint16_t*>(buffer), count,
+                                                     factor);
+      break;
+    case DataType::kBool: throw std::invalid_argument("bool tensors cannot be scaled");
+  }
+}
+
+void DivideIntegersInPlace(void* buffer, int64_t count, DataType dtype, int64_t divisor) {
+  switch (dtype) {
+    case DataType::kUInt8: DivideTyped(static_cast<uint8_t*>(buffer), count, divisor); break;
+    case DataType::kInt8: DivideTyped(static_cast<int8_t*>(buffer), count, divisor); break;
+    case DataType::kInt16: DivideTyped(static_cast<int16_t*>(buffer), count, divisor); break;
+    case DataType::kInt32: DivideTyped(static_cast<int32_t*>(buffer), count, divisor); break;
+    case DataType::kInt64: DivideTyped(static_cast<int64_t*>(buffer), count, divisor); break;
+    default: throw std::invalid_argument("integer division on a non-integer dtype");
+  }
+}
+
+void ReduceSixteenBit(const void* in, void* inout, int64_t count, DataType dtype, ReduceOp op) {
+  auto src = static_cast<const uint16_t*>(in);
+  auto dst = static_cast<uint16_t*>(inout);
+  if (dtype == DataType::kFloat16) {
+    ReduceSixteen<Float16ToFloat, FloatToFloat16>(src, dst, count, op);
+  } else {
+    ReduceSixteen<BFloat16ToFloat, FloatToBFloat16>(src, dst, count, op);
+  }
+}
+
+}  // namespace lockstep

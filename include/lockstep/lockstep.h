@@ -1,0 +1,106 @@
+// The public C++ API of lockstep: the boundary the Python bindings (and any other
+// frontend) use. Everything else lives in csrc/ and may change freely.
+//
+// Life cycle: Init() starts the background thread that owns all MPI calls;
+// Enqueue() hands it a named tensor and returns a Handle; Wait() blocks until every
+// rank has run the collective and returns the result (or throws lockstep::Error).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "lockstep/types.h"
+
+namespace lockstep {
+
+// Every failure a user can cause surfaces as this exception, with a message that
+// names the tensor and what went wrong.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Topology {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  int cross_rank = 0;
+  int cross_size = 1;
+};
+
+// One collective as a frontend describes it. The frontend owns input/output memory
+// and must keep it alive until the handle completes.
+struct OpSpec {
+  OpType op = OpType::kAllreduce;
+  std::string name;
+  DataType dtype = DataType::kFloat32;
+  std::vector<int64_t> shape;
+  const void* input = nullptr;
+  // Allreduce and broadcast write here (same byte size as input; may equal input for
+  // in-place ops). Other ops ignore it: their result size is only known after
+  // negotiation, so the core allocates the result buffer.
+  void* output = nullptr;
+  ReduceOp reduce_op = ReduceOp::kAverage;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  int root_rank = 0;
+  // Alltoall: rows of the first dimension sent to each rank; empty means equal split.
+  std::vector<int64_t> splits;
+  int device = -1;  // -1: host memory. >= 0: CUDA device ordinal (GPU path).
+};
+
+// Memory the core allocated for a result, shared with the frontend zero-copy.
+class Buffer {
+ public:
+  explicit Buffer(size_t bytes);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  void* data() { return data_; }
+  const void* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+struct OpResult {
+  std::vector<int64_t> shape;            // shape of the output
+  std::shared_ptr<Buffer> buffer;        // allgather, alltoall, reducescatter results
+  std::vector<int64_t> received_splits;  // alltoall: rows received from each rank
+  int join_last_rank = -1;               // join: the last rank to join
+};
+
+using Handle = int64_t;
+
+// Idempotent. Initializes MPI unless the program already did (e.g. mpi4py); reads
+// LOCKSTEP_* (and HOROVOD_* alias) settings and throws Error on bad values.
+void Init();
+// Idempotent. Pending ops on this rank complete with an error; the other ranks'
+// background threads stop too, failing their pending ops.
+void Shutdown();
+bool IsInitialized();
+Topology GetTopology();  // throws Error before Init()
+bool MpiThreadsSupported();
+bool MpiBuilt();
+bool NcclBuilt();
+
+void StartTimeline(const std::string& path, bool mark_cycles);
+void StopTimeline();
+
+// Throws Error for bad arguments (unknown dtype, name already in flight, not
+// initialized). Collective-level problems (mismatch across ranks, stalls) arrive
+// later through Wait().
+Handle Enqueue(OpSpec spec);
+// A group is negotiated as a unit and, where compatible, fused together.
+std::vector<Handle> EnqueueGroup(std::vector<OpSpec> specs);
+bool Poll(Handle handle);
+// Blocks until done; releases the handle. Throws Error when the op failed.
+OpResult Wait(Handle handle);
+
+}  // namespace lockstep

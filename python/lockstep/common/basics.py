@@ -1,0 +1,95 @@
+"""Life cycle and topology queries, shared by every frontend."""
+
+import os
+
+from lockstep import _core
+from lockstep.common.exceptions import NotInitializedError
+
+
+def init(comm=None):
+    """Start lockstep on MPI_COMM_WORLD. Idempotent.
+
+    MPI is initialized here unless the program already did (e.g. mpi4py).
+    """
+    if comm is not None:
+        raise ValueError(
+            "lockstep runs on MPI_COMM_WORLD only and does not accept a communicator "
+            f"or list of ranks (got comm={comm!r}); call init() without arguments"
+        )
+    _core.init()
+
+
+def shutdown():
+    """Stop the background thread; pending ops fail. Idempotent."""
+    _core.shutdown()
+
+
+def is_initialized():
+    return _core.is_initialized()
+
+
+def require_initialized():
+    """Raise NotInitializedError unless init() has run and shutdown() has not."""
+    if not _core.is_initialized():
+        raise NotInitializedError()
+
+
+def rank():
+    require_initialized()
+    return _core.rank()
+
+
+def size():
+    require_initialized()
+    return _core.size()
+
+
+def local_rank():
+    require_initialized()
+    return _core.local_rank()
+
+
+def local_size():
+    require_initialized()
+    return _core.local_size()
+
+
+def cross_rank():
+    require_initialized()
+    return _core.cross_rank()
+
+
+def cross_size():
+    require_initialized()
+    return _core.cross_size()
+
+
+def mpi_threads_supported():
+    require_initialized()
+    return _core.mpi_threads_supported()
+
+
+def mpi_built():
+    return _core.mpi_built()
+
+
+def mpi_enabled():
+    # MPI is the only controller lockstep has.
+    return True
+
+
+def nccl_built():
+    return _core.nccl_built()
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """Record a Chrome-tracing timeline of every op to file_path."""
+    require_initialized()
+    if not isinstance(mark_cycles, bool):
+        raise TypeError(f"mark_cycles must be a bool, got {type(mark_cycles).__name__}")
+    _core.start_timeline(os.fspath(file_path), mark_cycles)
+
+
+def stop_timeline():
+    require_initialized()
+    _core.stop_timeline()

@@ -1,0 +1,183 @@
+"""Turns frontend tensors into core OpSpecs, enqueues them and completes handles.
+
+Frontends convert their tensors to TensorRefs and say how to build their result
+from the core's Result(s); everything else (argument checks that do not depend on
+the framework, automatic names, keeping memory alive, waiting) happens here once.
+"""
+
+from dataclasses import dataclass
+from typing import Any, Tuple
+
+from lockstep.common import validation
+from lockstep.common.exceptions import NotInitializedError
+from lockstep.common.handles import PendingOp
+from lockstep.common.ops import Average, Max, Min, Product, Sum, to_core_reduce_op
+
+_REDUCESCATTER_OPS = (Average, Sum)
+_ALLREDUCE_OPS = (Average, Sum, Min, Max, Product)
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    """A frontend tensor as the core sees it: C-contiguous memory at `address`."""
+
+    address: int
+    dtype: Any  # _core.DataType
+    shape: Tuple[int, ...]
+    owner: Any  # the object owning the memory, kept alive while the op is pending
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """Reduce op and scale factors of a reduction, as the user passed them."""
+
+    op: Any = Average
+    prescale: Any = 1.0
+    postscale: Any = 1.0
+
+
+class OpDispatcher:
+    def __init__(self, core, namer, handles):
+        self._core = core
+        self._namer = namer
+        self._handles = handles
+
+    # Submission. Each returns a frontend handle for poll()/synchronize(); `finish`
+    # receives the core Result (a list of them for groups) and builds the output.
+
+    def allreduce(self, tensor, output, scaling, name, finish):
+        self._require_initialized()
+        spec = self._reduction_spec(self._core.OpType.ALLREDUCE, tensor, scaling, _ALLREDUCE_OPS)
+        spec.output = output.address
+        spec.name = self._name("allreduce", name)
+        return self._submit([spec], lambda results: finish(results[0]), (tensor.owner, output.owner))
+
+    def grouped_allreduce(self, tensors, outputs, scaling, name, finish):
+        """All members share one op, scaling and name prefix; they are negotiated as a unit."""
+        self._require_initialized()
+        if len(tensors) == 0:
+            raise ValueError("grouped_allreduce needs at least one tensor")
+        base = self._name("grouped_allreduce", name)
+        specs = []
+        for index, (tensor, output) in enumerate(zip(tensors, outputs)):
+            spec = self._reduction_spec(self._core.OpType.ALLREDUCE, tensor, scaling, _ALLREDUCE_OPS)
+            spec.output = output.address
+            spec.name = f"{base}.{index}"
+            specs.append(spec)
+        owners = tuple(t.owner for t in tensors) + tuple(o.owner for o in outputs)
+        return self._submit(specs, finish, owners, grouped=True)
+
+    def allgather(self, tensor, name, finish):
+        self._require_initialized()
+        validation.check_has_first_dim(tensor.shape, "allgather")
+        spec = self._tensor_spec(self._core.OpType.ALLGATHER, tensor)
+        spec.name = self._name("allgather", name)
+        return self._submit([spec], lambda results: finish(results[0]), (tensor.owner,))
+
+    def broadcast(self, tensor, output, root_rank, name, finish):
+        self._require_initialized()
+        spec = self._tensor_spec(self._core.OpType.BROADCAST, tensor)
+        spec.root_rank = validation.check_root_rank(root_rank, self._core.size())
+        spec.output = output.address
+        spec.name = self._name("broadcast", name)
+        return self._submit([spec], lambda results: finish(results[0]), (tensor.owner, output.owner))
+
+    def alltoall(self, tensor, splits, name, finish):
+        self._require_initialized()
+        validation.check_has_first_dim(tensor.shape, "alltoall")
+        world_size = self._core.size()
+        spec = self._tensor_spec(self._core.OpType.ALLTOALL, tensor)
+        if splits is None:
+            validation.check_even_split(tensor.shape[0], world_size)
+        else:
+            spec.splits = validation.check_splits(splits, world_size, tensor.shape[0])
+        spec.name = self._name("alltoall", name)
+        return self._submit([spec], lambda results: finish(results[0]), (tensor.owner,))
+
+    def reducescatter(self, tensor, scaling, name, finish):
+        self._require_initialized()
+        validation.check_has_first_dim(tensor.shape, "reducescatter")
+        spec = self._reduction_spec(self._core.OpType.REDUCESCATTER, tensor, scaling, _REDUCESCATTER_OPS)
+        spec.name = self._name("reducescatter", name)
+        return self._submit([spec], lambda results: finish(results[0]), (tensor.owner,))
+
+    def barrier(self):
+        self._require_initialized()
+        spec = self._core.OpSpec()
+        spec.op = self._core.OpType.BARRIER
+        spec.name = self._name("barrier", None)
+        return self._submit([spec], lambda results: None, ())
+
+    def join(self):
+        """Returns a handle whose result is the last rank to join."""
+        self._require_initialized()
+        spec = self._core.OpSpec()
+        spec.op = self._core.OpType.JOIN
+        spec.name = self._name("join", None)
+        return self._submit([spec], self._finish_join, ())
+
+    # Completion.
+
+    def poll(self, handle):
+        """True when synchronize(handle) would not block."""
+        pending = self._handles.get(handle)
+        return all(self._core.poll(core_handle) for core_handle in pending.core_handles)
+
+    def synchronize(self, handle):
+        """Wait for the op and return the frontend's result; raises LockstepError if it failed."""
+        pending = self._handles.pop(handle)
+        results = []
+        first_error = None
+        # Wait on every member even after a failure so the core releases them all.
+        for core_handle in pending.core_handles:
+            try:
+                results.append(self._core.wait(core_handle))
+            except self._core.LockstepError as error:
+                first_error = first_error or error
+        if first_error is not None:
+            raise first_error
+        return pending.finish(results)
+
+    # Helpers.
+
+    def _require_initialized(self):
+        if not self._core.is_initialized():
+            raise NotInitializedError()
+
+    def _name(self, kind, name):
+        return self._namer.name_for(kind, validation.check_name(name))
+
+    def _tensor_spec(self, op_type, tensor):
+        spec = self._core.OpSpec()
+        spec.op = op_type
+        spec.dtype = tensor.dtype
+        spec.shape = list(tensor.shape)
+        spec.input = tensor.address
+        return spec
+
+    def _reduction_spec(self, op_type, tensor, scaling, allowed_ops):
+        spec = self._tensor_spec(op_type, tensor)
+        spec.reduce_op = to_core_reduce_op(scaling.op, allowed_ops)
+        spec.prescale = validation.as_scale_factor(scaling.prescale, "prescale_factor")
+        spec.postscale = validation.as_scale_factor(scaling.postscale, "postscale_factor")
+        if tensor.dtype == self._core.DataType.BOOL:
+            self._check_bool_reduction(spec)
+        return spec
+
+    def _check_bool_reduction(self, spec):
+        if spec.prescale != 1.0 or spec.postscale != 1.0:
+            raise ValueError("prescale_factor/postscale_factor cannot be applied to bool tensors")
+        if spec.reduce_op == self._core.ReduceOp.AVERAGE:
+            raise ValueError("Average is not defined for bool tensors; use Sum/Max (any) or Min/Product (all)")
+
+    def _submit(self, specs, finish, owners, grouped=False):
+        if grouped:
+            core_handles = list(self._core.enqueue_group(specs))
+        else:
+            core_handles = [self._core.enqueue(specs[0])]
+        return self._handles.add(PendingOp(core_handles=core_handles, finish=finish, keepalive=owners))
+
+    def _finish_join(self, results):
+        self._namer.start_new_generation()
+        return results[0].join_last_rank
+

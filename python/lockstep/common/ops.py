@@ -1,0 +1,77 @@
+"""Reduce-op constants and the argument handling every frontend shares.
+
+The constants are plain ints with Horovod's values, so scripts that pass raw
+ints or compare against hvd.Sum keep working.
+"""
+
+import warnings
+
+from lockstep import _core
+from lockstep.common.validation import as_int
+
+Average = 0
+Sum = 1
+Adasum = 2
+Min = 3
+Max = 4
+Product = 5
+
+_CORE_REDUCE_OPS = {
+    Average: _core.ReduceOp.AVERAGE,
+    Sum: _core.ReduceOp.SUM,
+    Adasum: _core.ReduceOp.ADASUM,
+    Min: _core.ReduceOp.MIN,
+    Max: _core.ReduceOp.MAX,
+    Product: _core.ReduceOp.PRODUCT,
+}
+
+REDUCE_OP_NAMES = {
+    Average: "Average",
+    Sum: "Sum",
+    Adasum: "Adasum",
+    Min: "Min",
+    Max: "Max",
+    Product: "Product",
+}
+
+
+def handle_average_backwards_compatibility(op, average):
+    """Resolve the deprecated `average=` argument against `op=`.
+
+    Returns the reduce op to use: `op` if given, else Average/Sum from `average`,
+    else Average (Horovod's default).
+    """
+    if op is not None:
+        if average is not None:
+            raise ValueError("pass either op= or the deprecated average=, not both")
+        return op
+    if average is None:
+        return Average
+    warnings.warn(
+        "average= is deprecated; pass op=Average or op=Sum instead",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return Average if average else Sum
+
+
+def to_core_reduce_op(op, allowed=tuple(REDUCE_OP_NAMES)):
+    """Map a reduce-op constant (int or core enum) to the core enum.
+
+    TypeError for non-ints; ValueError for unknown ops or ones outside `allowed`.
+    """
+    if isinstance(op, _core.ReduceOp):
+        op = int(op)
+    op = as_int(op, "op (a reduce-op constant such as hvd.Sum)")
+    if op not in REDUCE_OP_NAMES:
+        raise ValueError(f"unknown reduce op {op}; use one of {_describe(REDUCE_OP_NAMES)}")
+    if op == Adasum:
+        raise ValueError("Adasum is not supported by lockstep; use hvd.Average or hvd.Sum")
+    if op not in allowed:
+        names = {value: REDUCE_OP_NAMES[value] for value in allowed}
+        raise ValueError(f"reduce op {REDUCE_OP_NAMES[op]} is not supported here; use one of {_describe(names)}")
+    return _CORE_REDUCE_OPS[op]
+
+
+def _describe(names):
+    return ", ".join(f"{name} ({value})" for value, name in names.items())

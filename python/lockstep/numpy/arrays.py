@@ -1,0 +1,83 @@
+"""Conversion between numpy arrays and what the core reads and writes."""
+
+import numpy as np
+
+from lockstep import _core
+from lockstep.common.dispatch import TensorRef
+
+try:  # bfloat16 arrays come from ml_dtypes; without it bfloat16 is simply unavailable.
+    import ml_dtypes
+
+    _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+except ImportError:  # pragma: no cover - ml_dtypes is a pinned requirement
+    _BFLOAT16 = None
+
+_CORE_DTYPES = {
+    np.dtype(np.uint8): _core.DataType.UINT8,
+    np.dtype(np.int8): _core.DataType.INT8,
+    np.dtype(np.int16): _core.DataType.INT16,
+    np.dtype(np.int32): _core.DataType.INT32,
+    np.dtype(np.int64): _core.DataType.INT64,
+    np.dtype(np.float16): _core.DataType.FLOAT16,
+    np.dtype(np.float32): _core.DataType.FLOAT32,
+    np.dtype(np.float64): _core.DataType.FLOAT64,
+    np.dtype(np.bool_): _core.DataType.BOOL,
+}
+if _BFLOAT16 is not None:
+    _CORE_DTYPES[_BFLOAT16] = _core.DataType.BFLOAT16
+
+SUPPORTED_DTYPE_NAMES = ", ".join(dtype.name for dtype in _CORE_DTYPES)
+
+
+def as_array(tensor, what="tensor"):
+    """The numpy array behind `tensor`, checked for a supported dtype and layout.
+
+    Numpy scalars become 0-d arrays. Non-contiguous arrays are refused rather than
+    copied, so a caller never pays for a hidden copy.
+    """
+    if isinstance(tensor, np.generic):
+        tensor = np.asarray(tensor)
+    elif not isinstance(tensor, np.ndarray):
+        raise TypeError(f"{what} must be a numpy.ndarray or numpy scalar, got {type(tensor).__name__}")
+    core_dtype(tensor.dtype, what)
+    if not tensor.flags.c_contiguous:
+        raise ValueError(
+            f"{what} is not C-contiguous (shape {tensor.shape}, strides {tensor.strides}); "
+            "pass np.ascontiguousarray(...) of it"
+        )
+    return tensor
+
+
+def core_dtype(dtype, what="tensor"):
+    try:
+        return _CORE_DTYPES[dtype]
+    except KeyError:
+        if dtype.isnative is False:
+            detail = f"non-native byte order {dtype.str}"
+        else:
+            detail = str(dtype)
+        raise TypeError(f"{what} has unsupported dtype {detail}; supported dtypes: {SUPPORTED_DTYPE_NAMES}") from None
+
+
+def tensor_ref(array):
+    """A TensorRef for an array already checked by as_array."""
+    address = array.__array_interface__["data"][0]
+    return TensorRef(address=address, dtype=_CORE_DTYPES[array.dtype], shape=array.shape, owner=array)
+
+
+def new_output_like(array):
+    """A fresh array for the core to write the result into, and its TensorRef."""
+    output = np.empty(array.shape, dtype=array.dtype)
+    return output, tensor_ref(output)
+
+
+def array_from_result(result, dtype):
+    """The result the core allocated, viewed zero-copy as an array of `dtype`.
+
+    The array keeps `result` (and so the core's buffer) alive.
+    """
+    if not result.has_buffer:
+        if int(np.prod(result.shape)) != 0:
+            raise _core.LockstepError(f"internal error: a result of shape {result.shape} came without data")
+        return np.empty(result.shape, dtype=dtype)
+    return np.frombuffer(result, dtype=np.uint8).view(dtype).reshape(result.shape)

@@ -1,0 +1,144 @@
+"""Horovod's collective API on numpy arrays.
+
+Every op returns new arrays and leaves its inputs untouched; inputs are read in
+place (zero-copy), which is why they must be C-contiguous. The *_async variants
+return a handle for poll() and synchronize().
+"""
+
+import numpy as np
+
+from lockstep.common import basics
+from lockstep.common.dispatch import Scaling
+from lockstep.common.objects import ObjectCollectives
+from lockstep.common.ops import Average, handle_average_backwards_compatibility
+from lockstep.common.process import DISPATCHER, NAMER
+from lockstep.numpy.arrays import array_from_result, as_array, new_output_like, tensor_ref
+from lockstep.numpy.compression import Compression
+
+
+def allreduce_async(
+    tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0, postscale_factor=1.0
+):
+    op = handle_average_backwards_compatibility(op, average)
+    compressor = compression or Compression.none
+    sent, context = compressor.compress(as_array(tensor))
+    sent = as_array(sent, "compressed tensor")
+    output, output_ref = new_output_like(sent)
+    scaling = Scaling(op, prescale_factor, postscale_factor)
+    return DISPATCHER.allreduce(
+        tensor_ref(sent), output_ref, scaling, name, lambda result: compressor.decompress(output, context)
+    )
+
+
+def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+    """Reduce `tensor` across ranks (Average by default) and return the result."""
+    return synchronize(allreduce_async(tensor, average, name, compression, op, prescale_factor, postscale_factor))
+
+
+def grouped_allreduce_async(
+    tensors, average=None, name=None, compression=None, op=None, prescale_factor=1.0, postscale_factor=1.0
+):
+    if not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"tensors must be a list or tuple of arrays, got {type(tensors).__name__}")
+    op = handle_average_backwards_compatibility(op, average)
+    compressor = compression or Compression.none
+    compressed = [compressor.compress(as_array(t, f"tensors[{i}]")) for i, t in enumerate(tensors)]
+    sent = [as_array(array, f"compressed tensors[{i}]") for i, (array, _) in enumerate(compressed)]
+    outputs = [new_output_like(array) for array in sent]
+
+    def finish(results):
+        return [compressor.decompress(output, context) for (output, _), (_, context) in zip(outputs, compressed)]
+
+    scaling = Scaling(op, prescale_factor, postscale_factor)
+    return DISPATCHER.grouped_allreduce(
+        [tensor_ref(array) for array in sent], [ref for _, ref in outputs], scaling, name, finish
+    )
+
+
+def grouped_allreduce(
+    tensors, average=None, name=None, compression=None, op=None, prescale_factor=1.0, postscale_factor=1.0
+):
+    """Allreduce a list of arrays as one negotiated, fused unit; returns a list."""
+    return synchronize(
+        grouped_allreduce_async(tensors, average, name, compression, op, prescale_factor, postscale_factor)
+    )
+
+
+def allgather_async(tensor, name=None):
+    array = as_array(tensor)
+    return DISPATCHER.allgather(tensor_ref(array), name, lambda result: array_from_result(result, array.dtype))
+
+
+def allgather(tensor, name=None):
+    """Concatenate every rank's `tensor` along the first dimension (sizes may differ)."""
+    return synchronize(allgather_async(tensor, name))
+
+
+def broadcast_async(tensor, root_rank, name=None):
+    array = as_array(tensor)
+    output, output_ref = new_output_like(array)
+    return DISPATCHER.broadcast(tensor_ref(array), output_ref, root_rank, name, lambda result: output)
+
+
+def broadcast(tensor, root_rank, name=None):
+    """Return root_rank's `tensor` on every rank."""
+    return synchronize(broadcast_async(tensor, root_rank, name))
+
+
+def alltoall_async(tensor, splits=None, name=None):
+    array = as_array(tensor)
+
+    def finish(result):
+        received = array_from_result(result, array.dtype)
+        if splits is None:
+            return received
+        return received, np.asarray(result.received_splits, dtype=np.int32)
+
+    return DISPATCHER.alltoall(tensor_ref(array), splits, name, finish)
+
+
+def alltoall(tensor, splits=None, name=None):
+    """Send splits[i] rows of `tensor` to rank i (equal shares without splits).
+
+    Returns the received rows in rank order, and with splits given also the number
+    of rows received from each rank.
+    """
+    return synchronize(alltoall_async(tensor, splits, name))
+
+
+def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+    array = as_array(tensor)
+    scaling = Scaling(op, prescale_factor, postscale_factor)
+    return DISPATCHER.reducescatter(
+        tensor_ref(array), scaling, name, lambda result: array_from_result(result, array.dtype)
+    )
+
+
+def reducescatter(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+    """Reduce across ranks and return this rank's share of the first dimension
+    (the first `rows % size` ranks get one extra row)."""
+    return synchronize(reducescatter_async(tensor, name, op, prescale_factor, postscale_factor))
+
+
+def poll(handle):
+    return DISPATCHER.poll(handle)
+
+
+def synchronize(handle):
+    return DISPATCHER.synchronize(handle)
+
+
+def barrier():
+    """Return once every rank has called barrier()."""
+    synchronize(DISPATCHER.barrier())
+
+
+def join():
+    """Stop contributing: until every rank has joined, this rank takes part in the
+    others' allreduces with zeros. Returns the last rank to join."""
+    return synchronize(DISPATCHER.join())
+
+
+_OBJECTS = ObjectCollectives(broadcast, allgather, NAMER, basics.rank)
+broadcast_object = _OBJECTS.broadcast_object
+allgather_object = _OBJECTS.allgather_object

@@ -1,0 +1,273 @@
+"""`lockstep-run`: start a lockstep job through Open MPI's mpirun.
+
+    lockstep-run -np 4 python train.py
+    lockstep-run -np 8 -H node1:4,node2:4 --fusion-threshold-mb 32 python train.py
+    lockstep-run --check-build
+
+The launcher only assembles an mpirun command line (translating its options into
+LOCKSTEP_* environment variables) and replaces itself with mpirun, so Ctrl-C and the
+exit status pass straight through. It deliberately imports nothing from lockstep at
+module level: launching must work even where the core extension is not built.
+"""
+
+import argparse
+import importlib
+import importlib.util
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+# Environment variables every rank needs to find the same interpreter and libraries.
+FORWARDED_VARIABLES = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV")
+FORWARDED_PREFIXES = ("LOCKSTEP_", "HOROVOD_")
+FRAMEWORKS = ("numpy", "torch", "tensorflow", "keras", "jax")
+LOG_LEVELS = ("trace", "debug", "info", "warning", "error", "fatal")
+
+
+class LaunchError(Exception):
+    """A problem with the user's request, reported as one line without a traceback."""
+
+
+@dataclass
+class Launch:
+    command: list
+    env: dict
+    # The LOCKSTEP_* settings the options produced, shown by --dry-run.
+    settings: dict = field(default_factory=dict)
+
+
+def make_parser():
+    parser = argparse.ArgumentParser(
+        prog="lockstep-run",
+        description="Run a lockstep training script on several processes with mpirun.",
+        epilog="Example: lockstep-run -np 2 python examples/numpy_fashion_mnist.py")
+    parser.add_argument("-np", "--num-proc", dest="num_proc", type=int,
+                        help="number of processes (ranks) to start")
+    parser.add_argument("-H", "--hosts", help="hosts and slots, e.g. node1:4,node2:4 "
+                        "(default: all ranks on this machine)")
+    parser.add_argument("--timeline", metavar="PATH",
+                        help="write a Chrome-trace timeline of collectives to PATH")
+    parser.add_argument("--timeline-mark-cycles", action="store_true",
+                        help="mark each background cycle in the timeline")
+    parser.add_argument("--fusion-threshold-mb", type=float, metavar="MB",
+                        help="largest fused allreduce buffer in MiB (0 disables fusion)")
+    parser.add_argument("--cycle-time-ms", type=float, metavar="MS",
+                        help="how long the idle background thread waits between cycles")
+    parser.add_argument("--cache-capacity", type=int, metavar="N",
+                        help="response cache entries (0 disables the cache)")
+    parser.add_argument("--log-level", choices=LOG_LEVELS, help="core log level")
+    parser.add_argument("--mpi-args", default="", metavar="ARGS",
+                        help="extra arguments for mpirun, as one quoted string")
+    parser.add_argument("--verbose", action="store_true",
+                        help="print the mpirun command before running it")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the mpirun command and exit without running it")
+    parser.add_argument("--check-build", action="store_true",
+                        help="show which backends and frameworks are available, then exit")
+    parser.add_argument("command", nargs=argparse.REMAINDER,
+                        help="the program to run on every rank, with its arguments")
+    return parser
+
+
+def parse_args(argv):
+    args = make_parser().parse_args(argv)
+    if args.command and args.command[0] == "--":
+        args.command = args.command[1:]
+    return args
+
+
+def validate(args):
+    if args.num_proc is None:
+        raise LaunchError("-np is required: how many processes to start")
+    if args.num_proc < 1:
+        raise LaunchError(f"-np must be at least 1, got {args.num_proc}")
+    if not args.command:
+        raise LaunchError("no command given: e.g. lockstep-run -np 2 python train.py")
+    if args.fusion_threshold_mb is not None and args.fusion_threshold_mb < 0:
+        raise LaunchError("--fusion-threshold-mb must be >= 0")
+    if args.cycle_time_ms is not None and not args.cycle_time_ms > 0:
+        raise LaunchError("--cycle-time-ms must be > 0")
+    if args.cache_capacity is not None and args.cache_capacity < 0:
+        raise LaunchError("--cache-capacity must be >= 0")
+
+
+def settings_from_options(args):
+    """The LOCKSTEP_* variables the command-line options stand for."""
+    settings = {}
+    if args.timeline:
+        settings["LOCKSTEP_TIMELINE"] = os.path.abspath(args.timeline)
+    if args.timeline_mark_cycles:
+        settings["LOCKSTEP_TIMELINE_MARK_CYCLES"] = "1"
+    if args.fusion_threshold_mb is not None:
+        settings["LOCKSTEP_FUSION_THRESHOLD"] = str(int(args.fusion_threshold_mb * 1024 * 1024))
+    if args.cycle_time_ms is not None:
+        settings["LOCKSTEP_CYCLE_TIME"] = f"{args.cycle_time_ms:g}"
+    if args.cache_capacity is not None:
+        settings["LOCKSTEP_CACHE_CAPACITY"] = str(args.cache_capacity)
+    if args.log_level:
+        settings["LOCKSTEP_LOG_LEVEL"] = args.log_level
+    return settings
+
+
+def parse_hosts(hosts):
+    """Total slots in "host1:4,host2:2"; a host without ":N" counts as one slot."""
+    total = 0
+    for entry in hosts.split(","):
+        name, _, slots = entry.strip().partition(":")
+        if not name:
+            raise LaunchError(f"bad -H entry {entry!r}: expected host or host:slots")
+        if not slots:
+            total += 1
+            continue
+        if not slots.isdigit() or int(slots) < 1:
+            raise LaunchError(f"bad slot count in -H entry {entry!r}: expected host:N, N >= 1")
+        total += int(slots)
+    return total
+
+
+def usable_cpus():
+    # The affinity mask, not the machine's CPU count, is what a container really gets.
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def needs_oversubscribe(args, cpu_count):
+    slots = parse_hosts(args.hosts) if args.hosts else cpu_count
+    return args.num_proc > slots
+
+
+def forwarded_variables(env):
+    names = [name for name in sorted(env) if name.startswith(FORWARDED_PREFIXES)]
+    return names + [name for name in FORWARDED_VARIABLES if name in env]
+
+
+def build_mpirun_command(args, env, cpu_count=None, euid=None, mpirun="mpirun"):
+    """The mpirun command line and environment for a validated `args`."""
+    cpu_count = usable_cpus() if cpu_count is None else cpu_count
+    euid = os.geteuid() if euid is None else euid
+    settings = settings_from_options(args)
+    launch_env = dict(env)
+    launch_env.update(settings)
+
+    command = [mpirun, "-np", str(args.num_proc)]
+    if euid == 0:
+        command.append("--allow-run-as-root")
+    if args.hosts:
+        command += ["-H", args.hosts]
+    if needs_oversubscribe(args, cpu_count):
+        command.append("--oversubscribe")
+    # Unbound ranks let the OS place the compute thread and lockstep's background
+    # thread on different cores; busy-polling MPI would starve compute on small hosts.
+    command += ["--bind-to", "none", "--map-by", "slot", "--mca", "mpi_yield_when_idle", "1"]
+    for name in forwarded_variables(launch_env):
+        command += ["-x", name]
+    command += shlex.split(args.mpi_args)
+    command += args.command
+    return Launch(command=command, env=launch_env, settings=settings)
+
+
+def shell_line(launch):
+    """A copy-pasteable shell line: the settings as assignments, then mpirun."""
+    assignments = [f"{name}={shlex.quote(value)}" for name, value in launch.settings.items()]
+    return " ".join(assignments + [shlex.quote(part) for part in launch.command])
+
+
+def find_mpirun(env):
+    path = shutil.which("mpirun", path=env.get("PATH", os.defpath))
+    if path is None:
+        raise LaunchError("mpirun not found on PATH: install Open MPI "
+                          "(Debian/Ubuntu: apt-get install openmpi-bin libopenmpi-dev)")
+    return path
+
+
+def run(argv):
+    args = parse_args(argv)
+    if args.check_build:
+        print(build_report())
+        return 0
+    validate(args)
+    env = dict(os.environ)
+    if args.dry_run:
+        print(shell_line(build_mpirun_command(args, env)))
+        return 0
+    launch = build_mpirun_command(args, env, mpirun=find_mpirun(env))
+    if args.verbose:
+        print(shell_line(launch), file=sys.stderr, flush=True)
+    # exec, not a child process: mpirun then owns the terminal's Ctrl-C and our exit code.
+    os.execvpe(launch.command[0], launch.command, launch.env)
+    return 0  # not reached
+
+
+def main(argv=None):
+    try:
+        return run(sys.argv[1:] if argv is None else argv)
+    except LaunchError as error:
+        print(f"lockstep-run: error: {error}", file=sys.stderr)
+        return 2
+
+
+# --- --check-build -----------------------------------------------------------------
+
+
+def backend_status():
+    """(name, available, detail) for each communication backend."""
+    try:
+        core = importlib.import_module("lockstep._core")
+    except ImportError as error:
+        detail = f"lockstep._core not importable: {error}"
+        return [("MPI", False, detail), ("NCCL", False, detail)]
+    return [("MPI", bool(core.mpi_built()), mpi_library_version()),
+            ("NCCL", bool(core.nccl_built()), "")]
+
+
+def mpi_library_version():
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        return "mpirun not on PATH"
+    try:
+        output = subprocess.run([mpirun, "--version"], capture_output=True, text=True,
+                                timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "mpirun --version failed"
+    return output.splitlines()[0].strip() if output else ""
+
+
+def framework_status(name):
+    """(name, available, version); importing for real catches broken installs."""
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        if error.name == name:
+            return (name, False, "not installed")
+        return (name, False, f"import failed: no module {error.name}")
+    except Exception as error:  # a broken install can raise anything on import
+        return (name, False, f"import failed: {type(error).__name__}")
+    return (name, True, getattr(module, "__version__", "unknown version"))
+
+
+def frontend_available(framework):
+    try:
+        return importlib.util.find_spec(f"lockstep.{framework}") is not None
+    except Exception:  # the lockstep package itself may fail to import
+        return False
+
+
+def build_report():
+    lines = ["lockstep build:", "", "  Available backends:"]
+    for name, available, detail in backend_status():
+        lines.append(f"    [{'X' if available else ' '}] {name:<6} {detail}".rstrip())
+    lines += ["", "  Available frameworks:",
+              f"    {'':4}{'framework':<12}{'version':<30}lockstep frontend"]
+    for framework in FRAMEWORKS:
+        name, available, version = framework_status(framework)
+        frontend = "yes" if frontend_available(framework) else "no"
+        lines.append(f"    [{'X' if available else ' '}] {name:<12}{version:<30}{frontend}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""Launches a rank script under mpirun with a hard timeout and reports what happened.
+
+Every launch is bounded: on timeout the whole process group is killed, so a hang
+shows up as a failed test instead of a stuck suite.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS_DIR = Path(__file__).resolve().parent / "scripts"
+
+
+@dataclass
+class MpiRun:
+    command: list
+    returncode: int
+    stdout: str
+    stderr: str
+    elapsed: float
+    timed_out: bool
+
+    def describe(self):
+        status = "timed out" if self.timed_out else f"exit status {self.returncode}"
+        return (f"{' '.join(self.command)}\n{status} after {self.elapsed:.1f} s\n"
+                f"--- stdout ---\n{self.stdout}\n--- stderr ---\n{self.stderr}")
+
+    def assert_all_ranks_passed(self, num_ranks):
+        assert not self.timed_out and self.returncode == 0, self.describe()
+        for rank in range(num_ranks):
+            assert f"rank {rank}: ALL CHECKS PASSED" in self.stdout, f"rank {rank} did not finish\n{self.describe()}"
+
+
+def child_environment(extra_env):
+    env = dict(os.environ)
+    python_path = str(REPO_ROOT / "python")
+    env["PYTHONPATH"] = python_path + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    # Ranks outnumber cores here; without this, MPI busy-waits and starves its peers.
+    env["OMPI_MCA_mpi_yield_when_idle"] = "1"
+    env.update(extra_env or {})
+    return env
+
+
+def run_ranks(script, num_ranks, timeout=120, env=None, args=()):
+    """Run tests/python/scripts/<script> on num_ranks ranks; never raises on failure."""
+    command = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
+               "-np", str(num_ranks), sys.executable, str(SCRIPTS_DIR / script), *map(str, args)]
+    started = time.monotonic()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=child_environment(env), cwd=REPO_ROOT, start_new_session=True)
+    timed_out = False
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        stdout, stderr = _stop(process)
+    return MpiRun(command, process.returncode, stdout, stderr, time.monotonic() - started, timed_out)
+
+
+def _stop(process):
+    # SIGTERM first so mpirun can tear its ranks down; then kill the whole group.
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        return process.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        return process.communicate()

@@ -1,0 +1,55 @@
+"""Ops before init() and after shutdown() fail clearly; shutdown() with ops pending
+fails their handles instead of hanging; init() and shutdown() are idempotent."""
+
+import numpy as np
+
+import lockstep
+import lockstep.numpy as hvd
+from rank_checks import expect_error, run_main, world_rank, world_size
+
+NOT_INITIALIZED = ["not been initialized", "hvd.init()"]
+
+
+def check_uninitialized_everything(when):
+    data = np.ones(3, np.float32)
+    calls = [
+        (hvd.rank, ()), (hvd.size, ()), (hvd.local_rank, ()), (hvd.local_size, ()),
+        (hvd.cross_rank, ()), (hvd.cross_size, ()), (hvd.mpi_threads_supported, ()),
+        (lockstep.rank, ()), (hvd.allreduce, (data,)), (hvd.allreduce_async, (data,)),
+        (hvd.grouped_allreduce, ([data],)), (hvd.allgather, (data,)), (hvd.broadcast, (data, 0)),
+        (hvd.alltoall, (data,)), (hvd.reducescatter, (data,)), (hvd.barrier, ()), (hvd.join, ()),
+        (hvd.broadcast_object, ("x",)), (hvd.allgather_object, ("x",)),
+        (hvd.start_timeline, ("/tmp/unused.json",)),
+    ]
+    for function, args in calls:
+        error = expect_error(ValueError, NOT_INITIALIZED, function, *args)
+        assert isinstance(error, hvd.LockstepError), f"{function.__name__} {when}: also a LockstepError"
+    assert not hvd.is_initialized(), f"is_initialized() {when}"
+    assert hvd.mpi_built() and hvd.mpi_enabled(), f"build queries work {when}"
+
+
+def check_shutdown_with_pending_ops(rank, size):
+    # Names no other rank submits, so these ops are still pending at shutdown.
+    lonely = [hvd.allreduce_async(np.ones(5, np.float32), name=f"pending.{rank}.{i}") for i in range(3)]
+    lonely.append(hvd.allgather_async(np.ones((2, 2), np.int32), name=f"pending.gather.{rank}"))
+    hvd.shutdown()
+    for handle in lonely:
+        error = expect_error(hvd.LockstepError, [], hvd.synchronize, handle)
+        assert str(error), "the shutdown error has a message"
+    hvd.shutdown()  # idempotent
+
+
+def main():
+    rank, size = world_rank(), world_size()
+    check_uninitialized_everything("before init()")
+    hvd.init()
+    hvd.init()
+    assert hvd.is_initialized() and hvd.rank() == rank and hvd.size() == size, "init() worked"
+    total = hvd.allreduce(np.full(2, rank, np.int32), op=hvd.Sum)
+    assert total.tolist() == [sum(range(size))] * 2, f"allreduce before shutdown: {total}"
+    check_shutdown_with_pending_ops(rank, size)
+    check_uninitialized_everything("after shutdown()")
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,137 @@
+"""Helpers shared by the rank scripts: exact inputs and expected values, strict
+comparisons, and failing fast (a failed rank exits at once, so mpirun ends the job
+instead of the other ranks hanging in a collective)."""
+
+import os
+import sys
+import traceback
+
+import ml_dtypes
+import numpy as np
+
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+FLOAT_DTYPES = [np.dtype(np.float16), BFLOAT16, np.dtype(np.float32), np.dtype(np.float64)]
+INTEGER_DTYPES = [np.dtype(t) for t in (np.uint8, np.int8, np.int16, np.int32, np.int64)]
+NUMERIC_DTYPES = INTEGER_DTYPES + FLOAT_DTYPES
+BOOL = np.dtype(np.bool_)
+ALL_DTYPES = NUMERIC_DTYPES + [BOOL]
+
+
+def world_rank():
+    return int(os.environ["OMPI_COMM_WORLD_RANK"])
+
+
+def world_size():
+    return int(os.environ["OMPI_COMM_WORLD_SIZE"])
+
+
+def is_signed(dtype):
+    return dtype in FLOAT_DTYPES or dtype.kind == "i"
+
+
+def rank_values(dtype, shape, rank, offset=0):
+    """Small integer-valued inputs that differ per rank (booleans: a bit pattern
+    that gives every combination across ranks), exact in every dtype."""
+    count = int(np.prod(shape, dtype=np.int64))
+    index = np.arange(count)
+    if dtype == BOOL:
+        return ((index >> rank) & 1).astype(bool).reshape(shape)
+    values = index % 5 + rank + 1 + offset
+    if is_signed(dtype):
+        values = values - 4  # exercise negative values where the dtype has them
+    return values.reshape(shape).astype(dtype)
+
+
+def product_values(dtype, shape, rank):
+    """Inputs of 1s and 2s (and -1s for signed dtypes) whose products stay tiny."""
+    count = int(np.prod(shape, dtype=np.int64))
+    index = np.arange(count)
+    values = np.where((index + rank) % 3 == 0, 2, 1)
+    if is_signed(dtype):
+        values = np.where((index + rank) % 4 == 1, -values, values)
+    return values.reshape(shape).astype(dtype)
+
+
+def average_values(dtype, shape, rank, size):
+    """Inputs whose mean over ranks is an integer, so Average is exact everywhere."""
+    count = int(np.prod(shape, dtype=np.int64))
+    values = np.arange(count) % 5 + size * rank
+    if is_signed(dtype):
+        values = values - 2
+    return values.reshape(shape).astype(dtype)
+
+
+def expected_reduction(inputs, dtype, op_name, size, prescale=1.0, postscale=1.0):
+    """What the core computes: prescale each input, reduce, divide for Average,
+    postscale; integer scaling truncates toward zero as documented."""
+    if dtype == BOOL:
+        stacked = np.stack(inputs)
+        return (stacked.any(axis=0) if op_name in ("Sum", "Max") else stacked.all(axis=0)).astype(bool)
+    integral = dtype not in FLOAT_DTYPES
+    work = [_scaled(np.asarray(x, np.float64), prescale, integral) for x in inputs]
+    stacked = np.stack(work)
+    if op_name in ("Sum", "Average"):
+        reduced = stacked.sum(axis=0)
+    elif op_name == "Min":
+        reduced = stacked.min(axis=0)
+    elif op_name == "Max":
+        reduced = stacked.max(axis=0)
+    elif op_name == "Product":
+        reduced = stacked.prod(axis=0)
+    else:
+        raise ValueError(op_name)
+    if op_name == "Average":
+        reduced = np.trunc(reduced / size) if integral else reduced / size
+    return _scaled(reduced, postscale, integral).astype(dtype)
+
+
+def _scaled(values, factor, integral):
+    values = values * factor
+    return np.trunc(values) if integral else values
+
+
+def assert_equal(actual, expected, what):
+    """Same type, dtype, shape and exact values."""
+    assert isinstance(actual, np.ndarray), f"{what}: expected a numpy array, got {type(actual).__name__}"
+    assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype}, expected {expected.dtype}"
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape}, expected {expected.shape}"
+    got, want = _comparable(actual), _comparable(expected)
+    if not np.array_equal(got, want):
+        where = tuple(np.argwhere(got != want)[0]) if got.ndim else ()
+        raise AssertionError(
+            f"{what}: values differ, first at index {where}: got {got[where]}, expected {want[where]}\n"
+            f"got      {got.ravel()[:12]}\nexpected {want.ravel()[:12]}"
+        )
+
+
+def _comparable(array):
+    return array.astype(np.float64) if array.dtype in FLOAT_DTYPES else np.asarray(array)
+
+
+def expect_error(error_types, fragments, function, *args, **kwargs):
+    """Call function, assert it raises one of error_types with every fragment in
+    its message, and return the exception."""
+    try:
+        function(*args, **kwargs)
+    except error_types as error:
+        message = str(error)
+        for fragment in fragments:
+            assert fragment.lower() in message.lower(), (
+                f"{getattr(function, '__name__', function)} raised {type(error).__name__}({message!r}), "
+                f"which does not mention {fragment!r}"
+            )
+        return error
+    raise AssertionError(f"{getattr(function, '__name__', function)}{args} did not raise {error_types}")
+
+
+def run_main(main):
+    """Run main(); on any failure print the traceback and exit non-zero at once."""
+    try:
+        main()
+    except BaseException:  # also SystemExit/KeyboardInterrupt: never leave peers waiting
+        print(f"rank {os.environ.get('OMPI_COMM_WORLD_RANK')}: FAILED", flush=True)
+        traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+    print(f"rank {world_rank()}: ALL CHECKS PASSED", flush=True)
