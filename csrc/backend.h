@@ -16,8 +16,10 @@ class Backend {
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
 
-  // In place. Average arrives here as Sum; the op runner divides.
-  virtual void Allreduce(void* buffer, int64_t count, DataType dtype, ReduceOp op) = 0;
+  // input == output reduces in place. Average arrives here as Sum; the op runner
+  // divides.
+  virtual void Allreduce(const void* input, void* output, int64_t count, DataType dtype,
+                         ReduceOp op) = 0;
   // bytes_per_rank[r] bytes from rank r land at the running offset in output.
   virtual void Allgatherv(const void* input, void* output,
                           const std::vector<int64_t>& bytes_per_rank) = 0;

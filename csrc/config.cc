@@ -114,6 +114,13 @@ Config ParseConfig(const Lookup& lookup) {
     config.fusion_threshold_bytes =
         ReadInteger(*s, std::numeric_limits<int64_t>::max(), "a whole number of bytes >= 0");
   }
+  if (auto s = FindSetting(lookup, "CHUNK_BYTES")) {
+    config.chunk_bytes = ReadInteger(*s, std::numeric_limits<int64_t>::max(),
+                                     "a whole number of bytes >= 0, a multiple of 8");
+    if (config.chunk_bytes % 8 != 0) {
+      throw ConfigError(s->name + "=\"" + s->value + "\" is not a multiple of 8 bytes");
+    }
+  }
   if (auto s = FindSetting(lookup, "CYCLE_TIME")) config.cycle_time_ms = ReadMilliseconds(*s);
   if (auto s = FindSetting(lookup, "CACHE_CAPACITY")) {
     config.cache_capacity = static_cast<int>(ReadInteger(
@@ -142,6 +149,7 @@ Config ConfigFromEnvironment() {
 std::string Describe(const Config& config) {
   std::ostringstream out;
   out << "fusion_threshold=" << config.fusion_threshold_bytes << "B"
+      << " chunk=" << config.chunk_bytes << "B"
       << " cycle_time=" << config.cycle_time_ms << "ms"
       << " cache_capacity=" << config.cache_capacity << " timeline="
       << (config.timeline_path.empty() ? "none" : "\"" + config.timeline_path + "\"")

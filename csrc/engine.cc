@@ -37,7 +37,7 @@ Engine::Engine(const Config& config, HandleTable& handles)
       mpi_backend_(mpi_.comm(), mpi_types_),
       handles_(handles),
       controller_(mpi_.comm(), mpi_.topology(), config_, logger_),
-      runner_(mpi_.topology(), mpi_backend_, timeline_) {
+      runner_(mpi_.topology(), mpi_backend_, timeline_, config_.chunk_bytes) {
   if (logger_.Enabled(LogLevel::kDebug)) logger_.Log(LogLevel::kDebug, Describe(config_));
   if (!config_.timeline_path.empty() && topology().rank == 0) {
     timeline_.Start(config_.timeline_path, config_.timeline_mark_cycles);
@@ -95,7 +95,8 @@ void Engine::Loop() {
           controller_.Negotiate(shutdown_requested_, joined_, !pending_.empty());
       if (result.shutdown) break;
       const bool progress = !result.responses.empty();
-      Execute(PlanFusion(std::move(result.responses), config_.fusion_threshold_bytes));
+      Execute(PlanFusion(std::move(result.responses), config_.fusion_threshold_bytes,
+                         config_.chunk_bytes));
       UpdateBackoff(progress, result.all_ranks_waiting);
     }
   } catch (const std::exception& e) {

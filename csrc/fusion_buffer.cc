@@ -22,14 +22,16 @@ int64_t ResponseBytes(const Response& response) {
   return elements * static_cast<int64_t>(DataTypeSize(response.dtype));
 }
 
-std::vector<Response> PlanFusion(std::vector<Response> responses, int64_t threshold_bytes) {
+std::vector<Response> PlanFusion(std::vector<Response> responses, int64_t threshold_bytes,
+                                 int64_t standalone_bytes) {
   if (threshold_bytes <= 0) return responses;
   std::vector<Response> planned;
   std::vector<int64_t> planned_bytes;
   std::map<FusionKey, size_t> open_bin;  // key -> index in planned
   for (Response& response : responses) {
     const int64_t bytes = ResponseBytes(response);
-    const bool fusable = response.type == ResponseType::kAllreduce && bytes < threshold_bytes;
+    const bool fusable = response.type == ResponseType::kAllreduce && bytes < threshold_bytes &&
+                         (standalone_bytes <= 0 || bytes < standalone_bytes);
     if (!fusable) {
       planned.push_back(std::move(response));
       planned_bytes.push_back(bytes);

@@ -13,14 +13,17 @@ namespace lockstep {
 
 // Merges compatible allreduce responses (same dtype, reduce op, scale factors and
 // device) into multi-name responses of at most `threshold_bytes`; 0 disables fusion.
-// A tensor at least `threshold_bytes` large stays on its own. Other responses keep
-// their relative order; each fused response sits where its first member was.
-std::vector<Response> PlanFusion(std::vector<Response> responses, int64_t threshold_bytes);
+// A tensor at least `threshold_bytes` large, or at least `standalone_bytes` (when > 0),
+// stays on its own: it is big enough to reduce efficiently without a staging copy.
+// Other responses keep their relative order; each fused response sits where its first
+// member was.
+std::vector<Response> PlanFusion(std::vector<Response> responses, int64_t threshold_bytes,
+                                 int64_t standalone_bytes = 0);
 
 int64_t ResponseBytes(const Response& response);
 
 // A grow-only host buffer, reused across cycles so steady state allocates nothing.
-// Never grows past the fusion threshold because fused responses never exceed it.
+// Allreduces stage one chunk at a time, so it stays chunk-sized.
 class FusionBuffer {
  public:
   void* Get(int64_t bytes);

@@ -79,12 +79,15 @@ MpiBackend::MpiBackend(MPI_Comm comm, const MpiTypes& types) : comm_(comm), type
   MPI_Comm_size(comm_, &size_);
 }
 
-void MpiBackend::Allreduce(void* buffer, int64_t count, DataType dtype, ReduceOp op) {
-  auto bytes = static_cast<char*>(buffer);
+void MpiBackend::Allreduce(const void* input, void* output, int64_t count, DataType dtype,
+                           ReduceOp op) {
+  auto in = static_cast<const char*>(input);
+  auto out = static_cast<char*>(output);
   const int64_t element = DataTypeSize(dtype);
   for (int64_t done = 0; done < count;) {
     int64_t piece = std::min(count - done, kMaxCount);
-    Check(MPI_Allreduce(MPI_IN_PLACE, bytes + done * element, static_cast<int>(piece),
+    const void* send = (in == out) ? MPI_IN_PLACE : in + done * element;
+    Check(MPI_Allreduce(send, out + done * element, static_cast<int>(piece),
                         types_.Datatype(dtype), types_.Op(op, dtype), comm_),
           "MPI_Allreduce");
     done += piece;

@@ -13,7 +13,8 @@ class MpiBackend : public Backend {
   MpiBackend(MPI_Comm comm, const MpiTypes& types);
   const char* name() const override { return "MPI"; }
 
-  void Allreduce(void* buffer, int64_t count, DataType dtype, ReduceOp op) override;
+  void Allreduce(const void* input, void* output, int64_t count, DataType dtype,
+                 ReduceOp op) override;
   void Allgatherv(const void* input, void* output,
                   const std::vector<int64_t>& bytes_per_rank) override;
   void Broadcast(void* buffer, int64_t bytes, int root_rank) override;

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "chunked_allreduce.h"
 #include "scaling.h"
 
 namespace lockstep {
@@ -30,8 +31,12 @@ std::string CollectiveName(const Response& r, const Backend& backend) {
 
 }  // namespace
 
-OpRunner::OpRunner(const Topology& topology, Backend& host_backend, Timeline& timeline)
-    : topology_(topology), host_backend_(host_backend), timeline_(timeline) {}
+OpRunner::OpRunner(const Topology& topology, Backend& host_backend, Timeline& timeline,
+                   int64_t chunk_bytes)
+    : topology_(topology),
+      host_backend_(host_backend),
+      timeline_(timeline),
+      chunk_bytes_(chunk_bytes) {}
 
 Backend& OpRunner::BackendFor(const Response& response) {
   if (response.device >= 0) {
@@ -90,52 +95,31 @@ std::vector<OpResult> OpRunner::RunAllreduce(const Response& r,
                                              const std::vector<TensorEntry*>& entries) {
   Backend& backend = BackendFor(r);
   const int64_t element = DataTypeSize(r.dtype);
-  int64_t total = 0;
-  for (int64_t n : r.sizes) total += n;
-
-  // One tensor of this rank's own: reduce in its output directly, no fusion copy.
-  const bool direct = entries.size() == 1 && entries[0] != nullptr;
-  char* buffer;
-  if (direct) {
-    const OpSpec& spec = entries[0]->spec;
-    buffer = static_cast<char*>(spec.output);
-    if (spec.input != spec.output && total > 0) std::memcpy(buffer, spec.input, total * element);
-  } else {
-    Phase(r.names, "MEMCPY_IN_FUSION_BUFFER");
-    buffer = static_cast<char*>(fusion_buffer_.Get(total * element));
-    int64_t offset = 0;
-    for (size_t i = 0; i < entries.size(); ++i) {
-      const int64_t bytes = r.sizes[i] * element;
-      if (entries[i] != nullptr) {
-        if (bytes > 0) std::memcpy(buffer + offset, entries[i]->spec.input, bytes);
-      } else {
-        std::memset(buffer + offset, 0, bytes);  // a joined rank contributes zeros
-      }
-      offset += bytes;
+  std::vector<AllreduceSegment> segments;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    AllreduceSegment segment;
+    segment.name = &r.names[i];
+    segment.bytes = r.sizes[i] * element;
+    if (entries[i] != nullptr) {
+      segment.input = static_cast<const char*>(entries[i]->spec.input);
+      segment.output = static_cast<char*>(entries[i]->spec.output);
     }
-    EndPhase(r.names);
+    segments.push_back(segment);
   }
-
-  ScaleInPlace(buffer, total, r.dtype, r.prescale);
-  const std::string collective = CollectiveName(r, backend);
-  Phase(r.names, collective.c_str());
-  backend.Allreduce(buffer, total, r.dtype, r.reduce_op);
-  EndPhase(r.names);
-  FinishReduction(buffer, total, r);
+  ChunkedAllreduceHooks hooks;
+  hooks.begin = [this](const std::vector<const std::string*>& names, const char* phase) {
+    if (!timeline_.active()) return;
+    for (const std::string* name : names) timeline_.Begin(*name, phase);
+  };
+  hooks.end = [this](const std::vector<const std::string*>& names) {
+    if (!timeline_.active()) return;
+    for (const std::string* name : names) timeline_.End(*name);
+  };
+  hooks.finish = [this, &r](void* buffer, int64_t count) { FinishReduction(buffer, count, r); };
+  ChunkedAllreduce(backend, fusion_buffer_, chunk_bytes_, hooks)
+      .Run(r, segments, CollectiveName(r, backend));
 
   std::vector<OpResult> results(entries.size());
-  if (!direct) {
-    Phase(r.names, "MEMCPY_OUT_FUSION_BUFFER");
-    int64_t offset = 0;
-    for (size_t i = 0; i < entries.size(); ++i) {
-      const int64_t bytes = r.sizes[i] * element;
-      if (entries[i] != nullptr && bytes > 0) {
-        std::memcpy(entries[i]->spec.output, buffer + offset, bytes);
-      }
-      offset += bytes;
-    }
-    EndPhase(r.names);
-  }
   for (size_t i = 0; i < entries.size(); ++i) {
     if (entries[i] != nullptr) results[i].shape = entries[i]->spec.shape;
   }

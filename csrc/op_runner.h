@@ -16,7 +16,8 @@ namespace lockstep {
 
 class OpRunner {
  public:
-  OpRunner(const Topology& topology, Backend& host_backend, Timeline& timeline);
+  OpRunner(const Topology& topology, Backend& host_backend, Timeline& timeline,
+           int64_t chunk_bytes);
 
   // entries[i] is this rank's tensor for response.names[i], or nullptr when this rank
   // has joined. Returns one result per name; throws Error if the collective fails.
@@ -37,7 +38,8 @@ class OpRunner {
   Topology topology_;
   Backend& host_backend_;
   Timeline& timeline_;
-  FusionBuffer fusion_buffer_;
+  int64_t chunk_bytes_;
+  FusionBuffer fusion_buffer_;  // staging for fused chunks and scaled reducescatter input
 };
 
 }  // namespace lockstep

@@ -6,18 +6,22 @@ from pathlib import Path
 import pytest
 
 TESTS_DIR = Path(__file__).resolve().parent
-sys.path.insert(0, str(TESTS_DIR))  # for mpi_harness
 REPO_ROOT = TESTS_DIR.parents[1]
+# The suite tests the in-tree package (the extension builds into python/lockstep),
+# the same one mpi_harness puts on the ranks' PYTHONPATH.
+sys.path.insert(0, str(REPO_ROOT / "python"))
+sys.path.insert(0, str(TESTS_DIR))  # for mpi_harness
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="session")
 def built_extension():
-    """Every test here needs lockstep._core; say how to build it rather than fail obscurely."""
+    """Multi-rank tests need lockstep._core; say how to build it rather than fail obscurely."""
     built = list((REPO_ROOT / "python" / "lockstep").glob("_core*.so"))
     assert built, ("lockstep._core is not built: run `cmake -S . -B build "
                    "-DPython_EXECUTABLE=$PWD/.venv/bin/python && cmake --build build -j2` first")
 
 
 @pytest.fixture(params=[2, 3], ids=lambda n: f"np{n}")
-def num_ranks(request):
+def num_ranks(request, built_extension):
+    """Rank counts for multi-rank tests: 2, and 3 (more ranks than this CI's cores)."""
     return request.param

@@ -25,6 +25,7 @@ class TensorRef:
     dtype: Any  # _core.DataType
     shape: Tuple[int, ...]
     owner: Any  # the object owning the memory, kept alive while the op is pending
+    device: int = -1  # -1: host memory; >= 0: CUDA device ordinal
 
 
 @dataclass(frozen=True)
@@ -153,11 +154,12 @@ class OpDispatcher:
         spec.dtype = tensor.dtype
         spec.shape = list(tensor.shape)
         spec.input = tensor.address
+        spec.device = tensor.device
         return spec
 
     def _reduction_spec(self, op_type, tensor, scaling, allowed_ops):
         spec = self._tensor_spec(op_type, tensor)
-        spec.reduce_op = to_core_reduce_op(scaling.op, allowed_ops)
+        spec.reduce_op = to_core_reduce_op(scaling.op, allowed_ops, op_type.name.lower())
         spec.prescale = validation.as_scale_factor(scaling.prescale, "prescale_factor")
         spec.postscale = validation.as_scale_factor(scaling.postscale, "postscale_factor")
         if tensor.dtype == self._core.DataType.BOOL:

@@ -55,8 +55,8 @@ def handle_average_backwards_compatibility(op, average):
     return Average if average else Sum
 
 
-def to_core_reduce_op(op, allowed=tuple(REDUCE_OP_NAMES)):
-    """Map a reduce-op constant (int or core enum) to the core enum.
+def to_core_reduce_op(op, allowed=tuple(REDUCE_OP_NAMES), op_kind="this op"):
+    """Map a reduce-op constant (int or core enum) to the core enum for `op_kind`.
 
     TypeError for non-ints; ValueError for unknown ops or ones outside `allowed`.
     """
@@ -69,7 +69,7 @@ def to_core_reduce_op(op, allowed=tuple(REDUCE_OP_NAMES)):
         raise ValueError("Adasum is not supported by lockstep; use hvd.Average or hvd.Sum")
     if op not in allowed:
         names = {value: REDUCE_OP_NAMES[value] for value in allowed}
-        raise ValueError(f"reduce op {REDUCE_OP_NAMES[op]} is not supported here; use one of {_describe(names)}")
+        raise ValueError(f"{op_kind} does not support reduce op {REDUCE_OP_NAMES[op]}; use one of {_describe(names)}")
     return _CORE_REDUCE_OPS[op]
 
 

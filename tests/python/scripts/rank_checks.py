@@ -97,7 +97,7 @@ def assert_equal(actual, expected, what):
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape}, expected {expected.shape}"
     got, want = _comparable(actual), _comparable(expected)
     if not np.array_equal(got, want):
-        where = tuple(np.argwhere(got != want)[0]) if got.ndim else ()
+        where = tuple(int(i) for i in np.argwhere(got != want)[0]) if got.ndim else ()
         raise AssertionError(
             f"{what}: values differ, first at index {where}: got {got[where]}, expected {want[where]}\n"
             f"got      {got.ravel()[:12]}\nexpected {want.ravel()[:12]}"

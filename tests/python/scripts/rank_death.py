@@ -2,6 +2,7 @@
 collective; mpirun must end the whole job with a non-zero status, not hang."""
 
 import os
+import time
 
 import numpy as np
 
@@ -15,6 +16,7 @@ def main():
     hvd.allreduce(np.ones(4, np.float32), name="before.death")
     print(f"rank {rank}: first allreduce done", flush=True)
     if rank == 1:
+        time.sleep(1.0)  # let the others report and block in the next collective first
         os._exit(1)
     hvd.allreduce(np.ones(4, np.float32), name="after.death")  # can never complete
     print(f"rank {rank}: UNEXPECTED: the collective completed without rank 1", flush=True)

@@ -1,0 +1,175 @@
+"""Single-process checks of the Python layer that need no MPI job: naming, the
+handle table, argument validation and array conversion. (MPI is never
+initialized here: importing lockstep does not start it.)"""
+
+import warnings
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import lockstep
+import lockstep.numpy as hvd
+from lockstep import _core
+from lockstep.common import validation
+from lockstep.common.handles import HandleTable, PendingOp
+from lockstep.common.naming import OpNamer
+from lockstep.common.ops import handle_average_backwards_compatibility, to_core_reduce_op
+from lockstep.numpy.arrays import as_array, tensor_ref
+
+
+def test_automatic_names_count_per_kind_and_restart_after_join():
+    namer = OpNamer()
+    names = [namer.name_for("allreduce", None), namer.name_for("allgather", None),
+             namer.name_for("allreduce", None), namer.name_for("allreduce", "mine")]
+    assert names == ["allreduce.noname.0", "allgather.noname.0", "allreduce.noname.1", "mine"]
+    namer.start_new_generation()
+    assert namer.name_for("allreduce", None) == "allreduce.noname.1.0"
+    assert namer.name_for("allgather", None) == "allgather.noname.1.0"
+
+
+def test_handle_table_issues_and_forgets_handles():
+    table = HandleTable()
+    first = table.add(PendingOp(core_handles=[7], finish=lambda results: results, keepalive=()))
+    second = table.add(PendingOp(core_handles=[8, 9], finish=lambda results: results, keepalive=()))
+    assert first != second and len(table) == 2
+    assert table.get(second).core_handles == [8, 9]
+    assert table.pop(first).core_handles == [7]
+    with pytest.raises(ValueError, match="already synchronized"):
+        table.pop(first)
+    with pytest.raises(TypeError, match="handle"):
+        table.get("1")
+    with pytest.raises(TypeError, match="handle"):
+        table.get(True)
+
+
+def test_average_argument_compatibility():
+    assert handle_average_backwards_compatibility(None, None) == hvd.Average
+    assert handle_average_backwards_compatibility(hvd.Max, None) == hvd.Max
+    with pytest.warns(DeprecationWarning):
+        assert handle_average_backwards_compatibility(None, True) == hvd.Average
+    with pytest.warns(DeprecationWarning):
+        assert handle_average_backwards_compatibility(None, False) == hvd.Sum
+    with pytest.raises(ValueError, match="not both"):
+        handle_average_backwards_compatibility(hvd.Sum, True)
+
+
+def test_reduce_op_constants_match_horovod_and_the_core():
+    assert (lockstep.Average, lockstep.Sum, lockstep.Adasum, lockstep.Min, lockstep.Max, lockstep.Product) == (
+        0, 1, 2, 3, 4, 5)
+    for op in (hvd.Average, hvd.Sum, hvd.Min, hvd.Max, hvd.Product):
+        assert int(to_core_reduce_op(op)) == op
+        assert int(to_core_reduce_op(np.int64(op))) == op
+        assert int(to_core_reduce_op(to_core_reduce_op(op))) == op
+
+
+@pytest.mark.parametrize("op, error, fragment", [
+    ("sum", TypeError, "op"), (1.0, TypeError, "op"), (True, TypeError, "bool"),
+    (17, ValueError, "unknown reduce op"), (hvd.Adasum, ValueError, "Adasum"),
+])
+def test_bad_reduce_ops(op, error, fragment):
+    with pytest.raises(error, match=fragment):
+        to_core_reduce_op(op)
+
+
+def test_reduce_op_restricted_to_what_the_op_supports():
+    with pytest.raises(ValueError, match="reducescatter does not support reduce op Max"):
+        to_core_reduce_op(hvd.Max, (hvd.Average, hvd.Sum), "reducescatter")
+
+
+def test_splits_validation():
+    assert validation.check_splits(np.array([2, 0, 1]), 3, 3) == [2, 0, 1]
+    assert validation.check_splits((1, 1), 2, 2) == [1, 1]
+    with pytest.raises(ValueError, match="3 ranks"):
+        validation.check_splits([1, 1], 3, 2)
+    with pytest.raises(ValueError, match="sum to 2"):
+        validation.check_splits([1, 1], 2, 3)
+    with pytest.raises(ValueError, match="non-negative"):
+        validation.check_splits([3, -1], 2, 2)
+    with pytest.raises(TypeError, match="splits"):
+        validation.check_splits("ab", 2, 2)
+    with pytest.raises(ValueError, match="one-dimensional"):
+        validation.check_splits(np.ones((2, 1), int), 2, 2)
+
+
+def test_scalar_arguments_validation():
+    assert validation.check_root_rank(np.int32(1), 2) == 1
+    with pytest.raises(ValueError, match="out of range"):
+        validation.check_root_rank(2, 2)
+    assert validation.as_scale_factor(2, "prescale_factor") == 2.0
+    with pytest.raises(TypeError, match="prescale_factor"):
+        validation.as_scale_factor(None, "prescale_factor")
+    with pytest.raises(ValueError, match="finite"):
+        validation.as_scale_factor(float("inf"), "prescale_factor")
+    with pytest.raises(TypeError, match="name"):
+        validation.check_name(b"bytes")
+
+
+SUPPORTED = [np.uint8, np.int8, np.int16, np.int32, np.int64, np.float16, ml_dtypes.bfloat16,
+             np.float32, np.float64, np.bool_]
+
+
+@pytest.mark.parametrize("dtype", SUPPORTED, ids=lambda d: np.dtype(d).name)
+def test_supported_arrays_are_passed_zero_copy(dtype):
+    array = np.zeros((3, 2), dtype=dtype)
+    assert as_array(array) is array
+    ref = tensor_ref(array)
+    assert ref.address == array.ctypes.data and ref.shape == (3, 2) and ref.owner is array
+    assert ref.dtype.name == np.dtype(dtype).name.upper()
+
+
+def test_numpy_scalars_become_zero_dimensional_arrays():
+    array = as_array(np.float32(2.5))
+    assert array.shape == () and array.dtype == np.float32 and array[()] == 2.5
+
+
+@pytest.mark.parametrize("value", [[1, 2], 3, 2.5, "text", None, memoryview(b"ab")])
+def test_non_arrays_are_type_errors(value):
+    with pytest.raises(TypeError, match="numpy.ndarray or numpy scalar"):
+        as_array(value)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.uint16, np.uint32, np.uint64, object, "U3", ">f4"])
+def test_unsupported_dtypes_list_the_supported_ones(dtype):
+    with pytest.raises(TypeError, match="supported dtypes: uint8, int8, int16, int32, int64, float16"):
+        as_array(np.zeros(2, dtype=dtype))
+
+
+def test_non_contiguous_arrays_are_refused_not_copied():
+    with pytest.raises(ValueError, match="not C-contiguous.*ascontiguousarray"):
+        as_array(np.zeros((4, 4), np.float32)[:, 1])
+
+
+def test_every_op_before_init_says_to_call_init():
+    assert not hvd.is_initialized()
+    for call in (hvd.rank, hvd.size, hvd.barrier, lambda: hvd.allreduce(np.ones(2, np.float32))):
+        with pytest.raises(ValueError, match=r"lockstep has not been initialized; call hvd.init\(\) first"):
+            call()
+    with pytest.raises(hvd.LockstepError):
+        hvd.local_rank()
+    assert hvd.HorovodInternalError is hvd.LockstepError is _core.LockstepError
+    assert issubclass(hvd.LockstepError, RuntimeError)
+
+
+def test_init_refuses_a_communicator():
+    with pytest.raises(ValueError, match="MPI_COMM_WORLD"):
+        hvd.init(comm=[0, 1])
+    assert not hvd.is_initialized()
+
+
+def test_fp16_compression_round_trip():
+    original = np.array([1.0, -2.5, 3.0], np.float64)
+    compressed, context = hvd.Compression.fp16.compress(original)
+    assert compressed.dtype == np.float16
+    restored = hvd.Compression.fp16.decompress(compressed, context)
+    assert restored.dtype == np.float64 and np.array_equal(restored, original)
+    ints = np.arange(3, dtype=np.int32)
+    assert hvd.Compression.fp16.compress(ints)[0] is ints
+
+
+def test_package_metadata():
+    assert lockstep.__version__ == "0.1.0"
+    assert lockstep.mpi_enabled() is True
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert isinstance(lockstep.mpi_built(), bool)
