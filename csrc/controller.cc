@@ -201,11 +201,13 @@ void Controller::ApplyCacheUpdates(const ResponseList& list) {
   }
   for (const Response& response : list.responses) {
     if (response.type == ResponseType::kError) {
-      // A stalled cached tensor was cancelled: stop waiting on its bit.
+      // A stalled cached tensor was cancelled: stop waiting on its bit, and restart
+      // its stall clock so a resubmission gets the full time again.
       for (auto it = cached_pending_.begin(); it != cached_pending_.end();) {
         it = it->second.name == response.names.front() ? cached_pending_.erase(it)
                                                        : std::next(it);
       }
+      partial_since_.erase(cache_.IdOf(response.names.front()));
       continue;
     }
     if (!cache_.enabled() || response.type == ResponseType::kBarrier ||
