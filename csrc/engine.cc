@@ -178,8 +178,17 @@ void Engine::Complete(const std::string& name, Status status, OpResult result) {
   handles_.Complete(handle, std::move(status), std::move(result));
 }
 
+std::string Engine::stop_reason() const {
+  std::lock_guard<std::mutex> lock(stop_mutex_);
+  return stop_reason_;
+}
+
 void Engine::FailEverything(const std::string& reason) {
   queue_.Close(reason);
+  {
+    std::lock_guard<std::mutex> lock(stop_mutex_);
+    stop_reason_ = reason;
+  }
   running_ = false;
   for (TensorEntry& entry : queue_.PopAll()) {
     std::string name = entry.request.name;

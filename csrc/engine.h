@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -35,6 +36,7 @@ class Engine {
   const Topology& topology() const { return mpi_.topology(); }
   bool threads_supported() const { return mpi_.threads_supported(); }
   bool running() const { return running_.load(); }
+  std::string stop_reason() const;
   Timeline& timeline() { return timeline_; }
 
   std::vector<Handle> Enqueue(std::vector<OpSpec> specs, bool grouped);
@@ -70,6 +72,8 @@ class Engine {
 
   std::atomic<bool> shutdown_requested_{false};
   std::atomic<bool> running_{false};
+  mutable std::mutex stop_mutex_;
+  std::string stop_reason_;
   std::thread thread_;
 };
 

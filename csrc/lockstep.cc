@@ -27,14 +27,15 @@ ProcessState& State() {
 
 void ShutdownAtExit() { Shutdown(); }
 
+const char* MissingEngineMessage(const ProcessState& state) {
+  return state.was_shut_down ? "lockstep has been shut down; call hvd.init() again before using it"
+                             : "lockstep has not been initialized; call hvd.init() first";
+}
+
 std::shared_ptr<Engine> RunningEngine() {
   ProcessState& state = State();
   std::lock_guard<std::mutex> lock(state.mutex);
-  if (!state.engine) {
-    throw Error(state.was_shut_down
-                    ? "lockstep has been shut down; call init() again before using it"
-                    : "lockstep has not been initialized; call init() first");
-  }
+  if (!state.engine) throw Error(MissingEngineMessage(state));
   return state.engine;
 }
 
@@ -74,6 +75,13 @@ bool IsInitialized() {
   ProcessState& state = State();
   std::lock_guard<std::mutex> lock(state.mutex);
   return state.engine && state.engine->running();
+}
+
+std::string NotRunningReason() {
+  ProcessState& state = State();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  if (!state.engine) return MissingEngineMessage(state);
+  return state.engine->running() ? std::string() : state.engine->stop_reason();
 }
 
 Topology GetTopology() { return RunningEngine()->topology(); }

@@ -81,6 +81,19 @@ void BindResult(py::module_& m) {
 
 Topology Topo() { return GetTopology(); }
 
+// The data address of any object exporting a contiguous buffer (numpy arrays,
+// including ml_dtypes' bfloat16). Several times cheaper than numpy's
+// __array_interface__, and it runs on every op.
+uintptr_t BufferAddress(py::handle object) {
+  Py_buffer view;
+  if (PyObject_GetBuffer(object.ptr(), &view, PyBUF_ANY_CONTIGUOUS) != 0) {
+    throw py::error_already_set();
+  }
+  auto address = reinterpret_cast<uintptr_t>(view.buf);
+  PyBuffer_Release(&view);
+  return address;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -93,6 +106,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("init", &Init, py::call_guard<py::gil_scoped_release>());
   m.def("shutdown", &Shutdown, py::call_guard<py::gil_scoped_release>());
   m.def("is_initialized", &IsInitialized);
+  m.def("not_running_reason", &NotRunningReason);
   m.def("rank", [] { return Topo().rank; });
   m.def("size", [] { return Topo().size; });
   m.def("local_rank", [] { return Topo().local_rank; });
@@ -105,6 +119,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("start_timeline", &StartTimeline, py::arg("path"), py::arg("mark_cycles") = false);
   m.def("stop_timeline", &StopTimeline);
 
+  m.def("buffer_address", &BufferAddress, py::arg("object"));
   m.def("enqueue", &Enqueue, py::arg("spec"));
   m.def("enqueue_group", &EnqueueGroup, py::arg("specs"));
   m.def("poll", &Poll, py::arg("handle"));

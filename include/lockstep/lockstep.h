@@ -85,6 +85,9 @@ void Init();
 // background threads stop too, failing their pending ops.
 void Shutdown();
 bool IsInitialized();
+// Why lockstep cannot run ops right now (never initialized, shut down here, or
+// stopped because another rank shut down); empty while it is running.
+std::string NotRunningReason();
 Topology GetTopology();  // throws Error before Init()
 bool MpiThreadsSupported();
 bool MpiBuilt();

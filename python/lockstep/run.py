@@ -6,8 +6,8 @@
 
 The launcher only assembles an mpirun command line (translating its options into
 LOCKSTEP_* environment variables) and replaces itself with mpirun, so Ctrl-C and the
-exit status pass straight through. It deliberately imports nothing from lockstep at
-module level: launching must work even where the core extension is not built.
+exit status pass straight through. It imports nothing from lockstep at module level,
+so `python python/lockstep/run.py ...` launches jobs even where the core is not built.
 """
 
 import argparse

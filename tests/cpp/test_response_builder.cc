@@ -165,18 +165,30 @@ TEST(BuildResponseTest, EveryMismatchNamesTensorRanksAndValues) {
        [](Request& r) { r.prescale = 0.25; }, "rank 0 sent 0.5 but rank 2 sent 0.25"},
       {"postscale factors", OpType::kAllreduce, [](Request& r) { r.postscale = 2; },
        [](Request& r) { r.postscale = 3; }, "rank 0 sent 2 but rank 2 sent 3"},
-      {"shapes", OpType::kAllreduce, Nothing, [](Request& r) { r.shape = {3, 2}; },
+      {"shapes", OpType::kAllreduce, Nothing,
+       [](Request& r) {
+         r.shape = {3, 2};
+       },
        "rank 0 sent [2, 3] but rank 2 sent [3, 2]"},
-      {"shapes", OpType::kReducescatter, Nothing, [](Request& r) { r.shape = {4, 3}; },
+      {"shapes", OpType::kReducescatter, Nothing,
+       [](Request& r) {
+         r.shape = {4, 3};
+       },
        "rank 0 sent [2, 3] but rank 2 sent [4, 3]"},
       {"shapes", OpType::kBroadcast, Nothing, [](Request& r) { r.shape = {2}; },
        "rank 0 sent [2, 3] but rank 2 sent [2]"},
       {"root ranks", OpType::kBroadcast, Nothing, [](Request& r) { r.root_rank = 1; },
        "rank 0 sent 0 but rank 2 sent 1"},
       {"shapes beyond the first dimension", OpType::kAllgather, Nothing,
-       [](Request& r) { r.shape = {5, 4}; }, "rank 0 sent [3] but rank 2 sent [4]"},
+       [](Request& r) {
+         r.shape = {5, 4};
+       },
+       "rank 0 sent [3] but rank 2 sent [4]"},
       {"shapes beyond the first dimension", OpType::kAlltoall, Nothing,
-       [](Request& r) { r.shape = {2, 3, 1}; }, "rank 0 sent [3] but rank 2 sent [3, 1]"},
+       [](Request& r) {
+         r.shape = {2, 3, 1};
+       },
+       "rank 0 sent [3] but rank 2 sent [3, 1]"},
   };
   for (const MismatchCase& c : cases) CheckMismatch(c);
 }

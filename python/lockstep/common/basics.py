@@ -31,7 +31,7 @@ def is_initialized():
 def require_initialized():
     """Raise NotInitializedError unless init() has run and shutdown() has not."""
     if not _core.is_initialized():
-        raise NotInitializedError()
+        raise NotInitializedError(_core.not_running_reason() or None)
 
 
 def rank():

@@ -5,8 +5,7 @@ from the core's Result(s); everything else (argument checks that do not depend o
 the framework, automatic names, keeping memory alive, waiting) happens here once.
 """
 
-from dataclasses import dataclass
-from typing import Any, Tuple
+from typing import Any, NamedTuple, Tuple
 
 from lockstep.common import validation
 from lockstep.common.exceptions import NotInitializedError
@@ -17,8 +16,9 @@ _REDUCESCATTER_OPS = (Average, Sum)
 _ALLREDUCE_OPS = (Average, Sum, Min, Max, Product)
 
 
-@dataclass(frozen=True)
-class TensorRef:
+# NamedTuples rather than dataclasses: they are built on every op, and are several
+# times cheaper to construct.
+class TensorRef(NamedTuple):
     """A frontend tensor as the core sees it: C-contiguous memory at `address`."""
 
     address: int
@@ -28,8 +28,7 @@ class TensorRef:
     device: int = -1  # -1: host memory; >= 0: CUDA device ordinal
 
 
-@dataclass(frozen=True)
-class Scaling:
+class Scaling(NamedTuple):
     """Reduce op and scale factors of a reduction, as the user passed them."""
 
     op: Any = Average
@@ -143,7 +142,7 @@ class OpDispatcher:
 
     def _require_initialized(self):
         if not self._core.is_initialized():
-            raise NotInitializedError()
+            raise NotInitializedError(self._core.not_running_reason() or None)
 
     def _name(self, kind, name):
         return self._namer.name_for(kind, validation.check_name(name))

@@ -19,5 +19,5 @@ class NotInitializedError(LockstepError, ValueError):
     ported code may catch that.
     """
 
-    def __init__(self, message=NOT_INITIALIZED_MESSAGE):
-        super().__init__(message)
+    def __init__(self, message=None):
+        super().__init__(message or NOT_INITIALIZED_MESSAGE)

@@ -60,6 +60,8 @@ def to_core_reduce_op(op, allowed=tuple(REDUCE_OP_NAMES), op_kind="this op"):
 
     TypeError for non-ints; ValueError for unknown ops or ones outside `allowed`.
     """
+    if type(op) is int and op in allowed and op != Adasum:  # the common case, checked cheaply
+        return _CORE_REDUCE_OPS[op]
     if isinstance(op, _core.ReduceOp):
         op = int(op)
     op = as_int(op, "op (a reduce-op constant such as hvd.Sum)")

@@ -20,6 +20,8 @@ def as_int(value, what):
 
 def as_scale_factor(value, what):
     """A finite real scale factor as a float."""
+    if type(value) is float and math.isfinite(value):  # the common case, checked cheaply
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{what} must be a real number, got {type(value).__name__}")
     value = float(value)

@@ -61,8 +61,7 @@ def core_dtype(dtype, what="tensor"):
 
 def tensor_ref(array):
     """A TensorRef for an array already checked by as_array."""
-    address = array.__array_interface__["data"][0]
-    return TensorRef(address=address, dtype=_CORE_DTYPES[array.dtype], shape=array.shape, owner=array)
+    return TensorRef(_core.buffer_address(array), _CORE_DTYPES[array.dtype], array.shape, array)
 
 
 def new_output_like(array):

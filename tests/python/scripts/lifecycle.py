@@ -8,9 +8,10 @@ import lockstep.numpy as hvd
 from rank_checks import expect_error, run_main, world_rank, world_size
 
 NOT_INITIALIZED = ["not been initialized", "hvd.init()"]
+SHUT_DOWN = ["has been shut down", "hvd.init()"]
 
 
-def check_uninitialized_everything(when):
+def check_uninitialized_everything(when, fragments):
     data = np.ones(3, np.float32)
     calls = [
         (hvd.rank, ()), (hvd.size, ()), (hvd.local_rank, ()), (hvd.local_size, ()),
@@ -22,7 +23,7 @@ def check_uninitialized_everything(when):
         (hvd.start_timeline, ("/tmp/unused.json",)),
     ]
     for function, args in calls:
-        error = expect_error(ValueError, NOT_INITIALIZED, function, *args)
+        error = expect_error(ValueError, fragments, function, *args)
         assert isinstance(error, hvd.LockstepError), f"{function.__name__} {when}: also a LockstepError"
     assert not hvd.is_initialized(), f"is_initialized() {when}"
     assert hvd.mpi_built() and hvd.mpi_enabled(), f"build queries work {when}"
@@ -41,14 +42,14 @@ def check_shutdown_with_pending_ops(rank, size):
 
 def main():
     rank, size = world_rank(), world_size()
-    check_uninitialized_everything("before init()")
+    check_uninitialized_everything("before init()", NOT_INITIALIZED)
     hvd.init()
     hvd.init()
     assert hvd.is_initialized() and hvd.rank() == rank and hvd.size() == size, "init() worked"
     total = hvd.allreduce(np.full(2, rank, np.int32), op=hvd.Sum)
     assert total.tolist() == [sum(range(size))] * 2, f"allreduce before shutdown: {total}"
     check_shutdown_with_pending_ops(rank, size)
-    check_uninitialized_everything("after shutdown()")
+    check_uninitialized_everything("after shutdown()", SHUT_DOWN)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,111 @@
+"""Benchmark 4: training throughput of the Fashion-MNIST convnet (batch 64 per rank).
+
+Three copies of the model, identically initialized, train side by side in one
+process, block by block: with no communication at all, with lockstep's
+DistributedOptimizer, and with torch DDP over gloo. One torch thread per rank.
+Each block is a fixed number of steps; throughput = samples of all ranks / time
+of the slowest rank. The driver runs this at 1 and at 2 ranks and computes the
+scaling efficiency throughput(2) / (2 x throughput(1)).
+"""
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+
+import harness
+from convnet import FashionConvNet, fashion_mnist_batches, synthetic_batches
+from gloo_group import init_gloo, shutdown_gloo
+
+BATCH_SIZE = 64
+SEED = 42
+
+
+def add_arguments(parser):
+    parser.add_argument("--data", choices=("synthetic", "real"), default="synthetic")
+    parser.add_argument("--rounds", type=int, default=8, help="timed blocks per variant")
+    parser.add_argument("--steps", type=int, default=20, help="training steps per block")
+
+
+def new_model():
+    torch.manual_seed(SEED)  # the same initial weights on every rank and in every variant
+    return FashionConvNet()
+
+
+def new_sgd(parameters):
+    return torch.optim.SGD(parameters, lr=0.01, momentum=0.9)
+
+
+def training_step(model, optimizer, batches):
+    images, labels = batches.next()
+    optimizer.zero_grad()
+    loss = F.cross_entropy(model(images), labels)
+    loss.backward()
+    optimizer.step()
+
+
+def make_variants(ctx, batches, steps):
+    import lockstep.torch as ls
+
+    plain = new_model()
+    plain_optimizer = new_sgd(plain.parameters())
+    lockstep_model = new_model()
+    lockstep_optimizer = ls.DistributedOptimizer(
+        new_sgd(lockstep_model.parameters()), named_parameters=lockstep_model.named_parameters()
+    )
+    ls.broadcast_parameters(lockstep_model.state_dict(), root_rank=0)
+    ddp = DistributedDataParallel(new_model())
+    ddp_optimizer = new_sgd(ddp.parameters())
+    models = {
+        "no communication": (plain, plain_optimizer),
+        "lockstep DistributedOptimizer": (lockstep_model, lockstep_optimizer),
+        "torch DDP (gloo)": (ddp, ddp_optimizer),
+    }
+    return {name: _block(model, optimizer, batches, steps) for name, (model, optimizer) in models.items()}
+
+
+def _block(model, optimizer, batches, steps):
+    model.train()
+
+    def run_block():
+        for _ in range(steps):
+            training_step(model, optimizer, batches)
+
+    return run_block
+
+
+def run(args, ctx):
+    if not harness.lockstep_torch_available(ctx):
+        raise SystemExit("bench_training needs lockstep.torch")
+    if args.data == "real":
+        batches = fashion_mnist_batches(ctx.rank, ctx.size, BATCH_SIZE)
+    else:
+        batches = synthetic_batches(ctx.rank, BATCH_SIZE)
+    rounds, steps = (2, 5) if args.quick else (args.rounds, args.steps)
+    variants = make_variants(ctx, batches, steps)
+    samples = harness.run_interleaved(ctx, variants, rounds=rounds, reps=1, warmup=1)
+    samples_per_block = BATCH_SIZE * ctx.size * steps
+    rows = []
+    for name, seconds in samples.items():
+        throughput = samples_per_block / np.asarray(seconds)
+        rows.append({"variant": name, "throughput_per_block": throughput.tolist(),
+                     "median_samples_per_s": float(np.median(throughput))})
+        ctx.log(f"{ctx.size} rank(s), {name}: {np.median(throughput):.0f} samples/s")
+    ctx.write_json(args.out, {"benchmark": "training", "data": args.data, "batch_per_rank": BATCH_SIZE,
+                              "steps_per_block": steps, "rows": rows})
+
+
+def main():
+    args = harness.parse_args(__doc__, add_arguments)
+    ctx = harness.BenchContext()
+    harness.limit_torch_threads()
+    with harness.lockstep_running():
+        init_gloo(ctx)
+        try:
+            run(args, ctx)
+        finally:
+            shutdown_gloo()
+
+
+if __name__ == "__main__":
+    main()

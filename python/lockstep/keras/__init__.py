@@ -1,0 +1,41 @@
+"""lockstep for Keras 3 (TensorFlow and torch backends): Horovod's Keras API.
+
+    import keras
+    import lockstep.keras as hvd
+    hvd.init()
+    model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.Adam(1e-3 * hvd.size())),
+                  loss=...)
+    model.fit(x, y, callbacks=[hvd.BroadcastGlobalVariablesCallback(0), hvd.MetricAverageCallback()],
+              verbose=1 if hvd.rank() == 0 else 0)
+
+Save checkpoints and logs on rank 0 only (e.g. add ModelCheckpoint there), and
+resume with load_model plus BroadcastGlobalVariablesCallback.
+"""
+
+from lockstep.common.basics import (
+    cross_rank,
+    cross_size,
+    init,
+    is_initialized,
+    local_rank,
+    local_size,
+    mpi_built,
+    mpi_enabled,
+    mpi_threads_supported,
+    nccl_built,
+    rank,
+    shutdown,
+    size,
+    start_timeline,
+    stop_timeline,
+)
+from lockstep.common.exceptions import HorovodInternalError, LockstepError, NotInitializedError
+from lockstep.common.ops import Adasum, Average, Max, Min, Product, Sum
+from lockstep.keras.callbacks import BroadcastGlobalVariablesCallback, MetricAverageCallback
+from lockstep.keras.collectives import allgather, allreduce, broadcast
+from lockstep.keras.compression import Compression
+from lockstep.keras.learning_rate import LearningRateScheduleCallback, LearningRateWarmupCallback
+from lockstep.keras.optimizer import DistributedOptimizer
+from lockstep.keras.saving import load_model
+from lockstep.keras.variables import broadcast_variables
+from lockstep.numpy.mpi_ops import allgather_object, broadcast_object

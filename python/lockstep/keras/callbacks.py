@@ -1,0 +1,59 @@
+"""Callbacks that keep ranks consistent during model.fit: the same starting state
+and the same epoch metrics everywhere."""
+
+import keras
+import numpy as np
+
+import lockstep.numpy as hvd_numpy
+from lockstep.common.ops import Average
+from lockstep.keras.variables import broadcast_variables
+
+
+class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
+    """At the start of every fit(), copy root_rank's model and optimizer variables
+    to all ranks, so training starts from one state even when ranks initialized
+    differently or only root_rank restored a checkpoint."""
+
+    def __init__(self, root_rank, device=""):
+        super().__init__()
+        self.root_rank = root_rank
+        self.device = device  # accepted for ported scripts; the broadcast runs on the host
+
+    def on_train_begin(self, logs=None):
+        optimizer = self.model.optimizer
+        variables = list(self.model.variables)
+        if optimizer is not None:
+            # fit() builds the optimizer before this hook; build here if a custom
+            # loop did not, so its slots are broadcast too.
+            if not optimizer.built:
+                optimizer.build(self.model.trainable_variables)
+            variables += list(optimizer.variables)
+        broadcast_variables(variables, self.root_rank, name="BroadcastGlobalVariablesCallback")
+
+
+class MetricAverageCallback(keras.callbacks.Callback):
+    """Replace each epoch-end metric with its average over ranks.
+
+    Put it before callbacks that read metrics (ModelCheckpoint, ReduceLROnPlateau,
+    CSVLogger): Keras calls callbacks in list order and they share the logs dict.
+    """
+
+    def on_epoch_end(self, epoch, logs=None):
+        if not logs:
+            return
+        keys = sorted(key for key, value in logs.items() if _is_number(value))
+        values = np.array([float(logs[key]) for key in keys], dtype=np.float64)
+        averaged = hvd_numpy.allreduce(values, op=Average, name=f"MetricAverageCallback.{epoch}")
+        for key, value in zip(keys, averaged):
+            logs[key] = float(value)
+
+
+def _is_number(value):
+    return np.ndim(value) == 0 and np.issubdtype(np.asarray(value).dtype, np.number)
+
+
+# Horovod scripts spell these hvd.callbacks.LearningRate*Callback.
+from lockstep.keras.learning_rate import (  # noqa: E402,F401
+    LearningRateScheduleCallback,
+    LearningRateWarmupCallback,
+)

@@ -1,0 +1,67 @@
+"""Picks how gradients are averaged for the active Keras backend.
+
+TensorFlow: lockstep.tensorflow's GradientReducer (works inside the compiled
+train step). Torch: one grouped allreduce through lockstep.torch. Both return a
+list in the same order with None entries kept.
+"""
+
+import keras
+
+from lockstep.common import validation
+from lockstep.common.ops import Average, Sum
+from lockstep.keras.compression import resolve
+
+SUPPORTED_BACKENDS = ("tensorflow", "torch")
+
+
+def make_gradient_reducer(compression, sparse_as_dense, op, gradient_predivide_factor):
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        from lockstep.tensorflow.compression import Compression as TensorflowCompression
+        from lockstep.tensorflow.gradient_reduction import GradientReducer
+
+        return GradientReducer(resolve(compression, TensorflowCompression), sparse_as_dense, op,
+                               gradient_predivide_factor)
+    if backend == "torch":
+        return TorchGradientReducer(compression, op, gradient_predivide_factor)
+    raise ValueError(
+        f"lockstep.keras supports the {' and '.join(SUPPORTED_BACKENDS)} Keras backends, not {backend!r} "
+        "(set KERAS_BACKEND before importing keras)"
+    )
+
+
+class TorchGradientReducer:
+    """Averages torch gradients with one grouped allreduce (Keras' torch backend
+    produces dense gradients only)."""
+
+    def __init__(self, compression, op, gradient_predivide_factor):
+        import lockstep.torch
+
+        self._frontend = lockstep.torch
+        self.compression = resolve(compression, lockstep.torch.Compression)
+        self.op, self.prescale, self.postscale = predivided_scaling(op, gradient_predivide_factor)
+
+    def reduce(self, gradients):
+        reduced = list(gradients)
+        positions = [position for position, gradient in enumerate(gradients) if gradient is not None]
+        if not positions:
+            return reduced
+        outputs = self._frontend.grouped_allreduce(
+            [gradients[p] for p in positions], compression=self.compression, op=self.op,
+            prescale_factor=self.prescale, postscale_factor=self.postscale)
+        for position, output in zip(positions, outputs):
+            reduced[position] = output
+        return reduced
+
+
+def predivided_scaling(op, gradient_predivide_factor):
+    """(op, prescale, postscale) that average (or sum) with the division split
+    around the sum: 1/f before it, f (and the core's 1/size) after it."""
+    if op not in (Average, Sum):
+        raise ValueError(f"gradients can be reduced with op=Average or op=Sum, got op={op!r}")
+    factor = validation.as_scale_factor(gradient_predivide_factor, "gradient_predivide_factor")
+    if factor <= 0.0:
+        raise ValueError(f"gradient_predivide_factor must be > 0, got {factor}")
+    if factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor applies to op=Average only")
+    return op, 1.0 / factor, factor

@@ -1,0 +1,46 @@
+"""Broadcasting Keras variables from one rank, for every backend.
+
+Values travel as raw bytes through lockstep.numpy, so any variable dtype works
+(Keras keeps e.g. uint32 seed-generator states, which the core cannot reduce but
+can copy byte for byte).
+"""
+
+import keras
+import numpy as np
+
+import lockstep.numpy as hvd_numpy
+from lockstep.common import basics, validation
+from lockstep.common.process import NAMER
+
+
+def broadcast_variables(variables, root_rank, name=None):
+    """Assign root_rank's value to each variable on every rank; all broadcasts are
+    in flight together. Ranks must pass the same variables in the same order."""
+    variables = list(variables)
+    root_rank = validation.check_root_rank(root_rank, basics.size())
+    base = NAMER.name_for("keras.broadcast_variables", validation.check_name(name))
+    values = [np.array(keras.ops.convert_to_numpy(variable), order="C") for variable in variables]
+    handles = [
+        hvd_numpy.broadcast_async(value.reshape(-1).view(np.uint8), root_rank, _member_name(base, index, variable))
+        for index, (variable, value) in enumerate(zip(variables, values))
+    ]
+    for variable, value, raw in zip(variables, values, _synchronize_all(handles)):
+        variable.assign(raw.view(value.dtype).reshape(value.shape))
+
+
+def _member_name(base, index, variable):
+    # The variable's path makes a mismatch error name the culprit.
+    return f"{base}.{index}:{getattr(variable, 'path', None) or variable.name}"
+
+
+def _synchronize_all(handles):
+    """Wait on every handle even after a failure, then raise the first error."""
+    results, first_error = [], None
+    for handle in handles:
+        try:
+            results.append(hvd_numpy.synchronize(handle))
+        except Exception as error:  # noqa: BLE001 - re-raised below, after the rest
+            first_error = first_error or error
+    if first_error is not None:
+        raise first_error
+    return results

@@ -1,0 +1,53 @@
+"""lockstep for PyTorch: Horovod's torch API on CPU tensors.
+
+    import lockstep.torch as hvd
+    hvd.init()
+    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+"""
+
+from lockstep.common.basics import (
+    cross_rank,
+    cross_size,
+    init,
+    is_initialized,
+    local_rank,
+    local_size,
+    mpi_built,
+    mpi_enabled,
+    mpi_threads_supported,
+    nccl_built,
+    rank,
+    shutdown,
+    size,
+    start_timeline,
+    stop_timeline,
+)
+from lockstep.common.exceptions import HorovodInternalError, LockstepError, NotInitializedError
+from lockstep.common.ops import Adasum, Average, Max, Min, Product, Sum
+from lockstep.torch.autograd import allgather, allreduce, alltoall, broadcast, grouped_allreduce, reducescatter
+from lockstep.torch.build_info import ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled, rocm_built
+from lockstep.torch.compression import Compression
+from lockstep.torch.mpi_ops import (
+    allgather_async,
+    allreduce_,
+    allreduce_async,
+    allreduce_async_,
+    alltoall_async,
+    barrier,
+    broadcast_,
+    broadcast_async,
+    broadcast_async_,
+    grouped_allreduce_,
+    grouped_allreduce_async,
+    grouped_allreduce_async_,
+    join,
+    poll,
+    reducescatter_async,
+    synchronize,
+)
+from lockstep.torch.objects import allgather_object, broadcast_object
+from lockstep.torch.optimizer import DistributedOptimizer
+from lockstep.torch.state_broadcast import broadcast_optimizer_state, broadcast_parameters
+from lockstep.torch.sync_batch_norm import SyncBatchNorm

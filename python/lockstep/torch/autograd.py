@@ -1,0 +1,153 @@
+"""The synchronous collectives, differentiable with Horovod's gradient definitions.
+
+Every rank must run the backward pass too: each gradient is itself a collective.
+  allreduce      -> the same allreduce (op and scale factors) of the gradient
+  allgather      -> Average-allreduce of the gradient, this rank's rows of it
+  broadcast      -> Average-allreduce of the gradient on the root, zeros elsewhere
+  alltoall       -> alltoall of the gradient back along the received splits
+  reducescatter  -> allgather of the gradient, times the forward's scale factors
+"""
+
+import torch
+
+from lockstep.common import basics
+from lockstep.common.ops import Average, handle_average_backwards_compatibility
+from lockstep.torch import mpi_ops
+from lockstep.torch.compression import Compression
+
+
+class _Allreduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, op, name, prescale_factor, postscale_factor):
+        ctx.reduction = (op, prescale_factor, postscale_factor)
+        return mpi_ops.synchronize(
+            mpi_ops.allreduce_async(tensor, name=name, op=op, prescale_factor=prescale_factor,
+                                    postscale_factor=postscale_factor))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        op, prescale_factor, postscale_factor = ctx.reduction
+        grad = allreduce(grad_output, op=op, prescale_factor=prescale_factor, postscale_factor=postscale_factor)
+        return grad, None, None, None, None
+
+
+class _GroupedAllreduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, op, name, prescale_factor, postscale_factor, *tensors):
+        ctx.reduction = (op, prescale_factor, postscale_factor)
+        return tuple(mpi_ops.synchronize(
+            mpi_ops.grouped_allreduce_async(list(tensors), name=name, op=op, prescale_factor=prescale_factor,
+                                            postscale_factor=postscale_factor)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        op, prescale_factor, postscale_factor = ctx.reduction
+        grads = grouped_allreduce(list(grad_outputs), op=op, prescale_factor=prescale_factor,
+                                  postscale_factor=postscale_factor)
+        return (None, None, None, None, *grads)
+
+
+class _Allgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name):
+        gathered = mpi_ops.synchronize(mpi_ops.allgather_async(tensor, name=name))
+        ctx.rows = tensor.shape[0]
+        return gathered
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = allreduce(grad_output, op=Average)
+        rows_per_rank = allgather(torch.tensor([ctx.rows], dtype=torch.int64))
+        offset = int(rows_per_rank[: basics.rank()].sum())
+        return grad.narrow(0, offset, ctx.rows), None
+
+
+class _Broadcast(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name):
+        ctx.root_rank = root_rank
+        return mpi_ops.synchronize(mpi_ops.broadcast_async(tensor, root_rank, name=name))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = allreduce(grad_output, op=Average)  # every rank takes part, root or not
+        if basics.rank() != ctx.root_rank:
+            grad = torch.zeros_like(grad)
+        return grad, None, None
+
+
+class _Alltoall(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, splits, name):
+        output, received_splits = mpi_ops.synchronize(mpi_ops.alltoall_async(tensor, splits, name=name))
+        ctx.received_splits = received_splits
+        ctx.mark_non_differentiable(received_splits)
+        return output, received_splits
+
+    @staticmethod
+    def backward(ctx, grad_output, _grad_received_splits):
+        grad, _ = alltoall(grad_output, splits=ctx.received_splits)
+        return grad, None, None
+
+
+class _Reducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, op, name, prescale_factor, postscale_factor):
+        reduced = mpi_ops.synchronize(
+            mpi_ops.reducescatter_async(tensor, name=name, op=op, prescale_factor=prescale_factor,
+                                        postscale_factor=postscale_factor))
+        scale = float(prescale_factor) * float(postscale_factor)  # validated by the op above
+        ctx.scale = scale / basics.size() if op == Average else scale
+        return reduced
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return allgather(grad_output) * ctx.scale, None, None, None, None
+
+
+def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
+              postscale_factor=1.0):
+    """Reduce `tensor` across ranks (Average by default) and return a new tensor."""
+    op = handle_average_backwards_compatibility(op, average)
+    compressed, context = compression.compress(tensor)
+    reduced = _Allreduce.apply(compressed, op, name, prescale_factor, postscale_factor)
+    return compression.decompress(reduced, context)
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
+                      prescale_factor=1.0, postscale_factor=1.0):
+    """Reduce a list of tensors as one negotiated, fused unit; returns a list."""
+    if not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"tensors must be a list or tuple of torch.Tensor, got {type(tensors).__name__}")
+    op = handle_average_backwards_compatibility(op, average)
+    compressed = [compression.compress(tensor) for tensor in tensors]
+    reduced = _GroupedAllreduce.apply(op, name, prescale_factor, postscale_factor, *[t for t, _ in compressed])
+    return [compression.decompress(tensor, context) for tensor, (_, context) in zip(reduced, compressed)]
+
+
+def allgather(tensor, name=None):
+    """Concatenate every rank's `tensor` along the first dimension (sizes may differ)."""
+    return _Allgather.apply(tensor, name)
+
+
+def broadcast(tensor, root_rank, name=None):
+    """Return root_rank's `tensor` on every rank as a new tensor."""
+    return _Broadcast.apply(tensor, root_rank, name)
+
+
+def alltoall(tensor, splits=None, name=None):
+    """Send splits[i] rows of `tensor` to rank i (equal shares without splits).
+
+    Returns the received rows in rank order; with splits given, also an int32
+    tensor of the rows received from each rank.
+    """
+    output, received_splits = _Alltoall.apply(tensor, splits, name)
+    return output if splits is None else (output, received_splits)
+
+
+def reducescatter(tensor, name=None, compression=Compression.none, op=Average, prescale_factor=1.0,
+                  postscale_factor=1.0):
+    """Reduce across ranks and return this rank's share of the first dimension."""
+    compressed, context = compression.compress(tensor)
+    reduced = _Reducescatter.apply(compressed, op, name, prescale_factor, postscale_factor)
+    return compression.decompress(reduced, context)

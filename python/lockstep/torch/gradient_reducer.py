@@ -1,0 +1,208 @@
+"""Allreduce of parameter gradients, started from backward-pass hooks.
+
+A hook on each parameter fires once autograd has accumulated that parameter's
+gradient, so its allreduce starts while the rest of the backward pass still runs.
+With backward_passes_per_step = k, gradients accumulate locally and only every
+k-th pass submits them. synchronize() submits whatever the hooks did not (unused
+parameters, partial accumulations) and waits for everything.
+"""
+
+import functools
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable, List
+
+import torch
+
+from lockstep.common import basics
+from lockstep.common.ops import Average
+from lockstep.torch import mpi_ops
+
+
+@dataclass(frozen=True)
+class ReductionSettings:
+    compression: Any
+    op: int
+    prescale_factor: float
+    postscale_factor: float
+    sparse_as_dense: bool
+
+
+@dataclass
+class _Submission:
+    """One in-flight allreduce (of one gradient or a group); complete() waits for it
+    and stores the reduced gradients."""
+
+    complete: Callable[[], None]
+
+
+class GradientReducer:
+    def __init__(self, named_parameters, settings, backward_passes_per_step, groups):
+        """named_parameters: (name, parameter) pairs to reduce; groups: lists of
+        parameters reduced as one unit (parameters in no group go alone)."""
+        self._names = {param: name for name, param in named_parameters}
+        self._params = [param for _, param in named_parameters]
+        self._settings = settings
+        self._passes_per_step = backward_passes_per_step
+        self._groups = groups
+        self._group_of = {param: index for index, group in enumerate(groups) for param in group}
+        self._hook_handles = []
+        self._reset()
+
+    def register_hooks(self):
+        # The hooks hold the reducer weakly: a dropped optimizer stops reducing
+        # instead of living on through its parameters.
+        reducer = weakref.ref(self)
+        for param in self._params:
+            self._hook_handles.append(param.register_hook(functools.partial(_before_accumulation, reducer, param)))
+            self._hook_handles.append(param.register_post_accumulate_grad_hook(functools.partial(_ready, reducer)))
+
+    def has_pending(self):
+        """True between a backward pass and the synchronize() that consumes it."""
+        return bool(self._touched or self._in_flight)
+
+    def synchronize(self):
+        """Submit every gradient not yet submitted this step, wait for all, store results."""
+        for param in self._params:
+            if param not in self._submitted and param not in self._group_of:
+                self._submit_alone(param)
+        for index in range(len(self._groups)):
+            if not self._groups_submitted[index]:
+                self._submit_group(index)
+        in_flight = self._in_flight
+        self._reset()
+        first_error = None
+        # Wait for every submission even after a failure, so none is left pending.
+        for submission in in_flight:
+            try:
+                submission.complete()
+            except Exception as error:  # noqa: BLE001 - re-raised below
+                first_error = first_error or error
+        if first_error is not None:
+            raise first_error
+
+    # Hooks.
+
+    def check_pass_allowed(self, param):
+        # Runs before autograd adds to param.grad, which an allreduce may be using.
+        if self._remaining_passes[param] <= 0:
+            raise RuntimeError(
+                f"the gradient of parameter '{self._names[param]}' was computed more than "
+                f"backward_passes_per_step={self._passes_per_step} times before optimizer.step(); "
+                "call step() (or synchronize()) after every backward_passes_per_step backward passes, "
+                "or raise backward_passes_per_step to accumulate more gradients locally"
+            )
+
+    def on_gradient_ready(self, param):
+        self._touched.add(param)
+        self._remaining_passes[param] -= 1
+        if self._remaining_passes[param] > 0:
+            return
+        group = self._group_of.get(param)
+        if group is None:
+            self._submit_alone(param)
+            return
+        self._ready_in_group[group].add(param)
+        if len(self._ready_in_group[group]) == len(self._groups[group]):
+            self._submit_group(group)
+
+    # Submission.
+
+    def _submit_alone(self, param):
+        self._submitted.add(param)
+        grad = self._dense_or_sparse_gradient(param)
+        name = f"allreduce.{self._names[param]}"
+        if grad.is_sparse:
+            self._in_flight.append(self._submit_sparse(param, grad, name))
+            return
+        compressed, context = self._settings.compression.compress(grad)
+        handle = mpi_ops.allreduce_async_(compressed, name=name, **self._reduction_arguments())
+        self._in_flight.append(_Submission(lambda: self._store(handle, [(param, context)])))
+
+    def _submit_group(self, index):
+        params = self._groups[index]
+        self._submitted.update(params)
+        self._groups_submitted[index] = True
+        grads = [self._dense_or_sparse_gradient(param) for param in params]
+        sparse = [self._names[param] for param, grad in zip(params, grads) if grad.is_sparse]
+        if sparse:
+            raise ValueError(
+                f"parameters {', '.join(sparse)} have sparse gradients and cannot be reduced in a group; "
+                "pass sparse_as_dense=True or leave them out of groups"
+            )
+        compressed = [self._settings.compression.compress(grad) for grad in grads]
+        handle = mpi_ops.grouped_allreduce_async_(
+            [tensor for tensor, _ in compressed], name=f"allreduce.group.{index}", **self._reduction_arguments()
+        )
+        contexts = [(param, context) for param, (_, context) in zip(params, compressed)]
+        self._in_flight.append(_Submission(lambda: self._store_group(handle, contexts)))
+
+    def _submit_sparse(self, param, grad, name):
+        """Sparse gradients are summed by gathering every rank's entries."""
+        grad = grad.coalesce()
+        indices = mpi_ops.allgather_async(grad.indices().t().contiguous(), name=f"{name}.indices")
+        values = mpi_ops.allgather_async(grad.values(), name=f"{name}.values")
+        scale = self._settings.prescale_factor * self._settings.postscale_factor
+        if self._settings.op == Average:
+            scale /= basics.size()
+
+        def complete():
+            gathered_values = mpi_ops.synchronize(values)
+            gathered_indices = mpi_ops.synchronize(indices)
+            param.grad = torch.sparse_coo_tensor(
+                gathered_indices.t(), gathered_values * scale, grad.shape
+            ).coalesce()
+
+        return _Submission(complete)
+
+    def _dense_or_sparse_gradient(self, param):
+        # A parameter this rank did not use still takes part with zeros: another rank
+        # may have used it, and every rank must submit the same tensors.
+        if param.grad is None:
+            param.grad = torch.zeros_like(param, memory_format=torch.preserve_format)
+        elif param.grad.is_sparse and self._settings.sparse_as_dense:
+            param.grad = param.grad.to_dense()
+        return param.grad
+
+    def _reduction_arguments(self):
+        return {
+            "op": self._settings.op,
+            "prescale_factor": self._settings.prescale_factor,
+            "postscale_factor": self._settings.postscale_factor,
+        }
+
+    # Completion.
+
+    def _store(self, handle, contexts):
+        self._store_reduced([mpi_ops.synchronize(handle)], contexts)
+
+    def _store_group(self, handle, contexts):
+        self._store_reduced(mpi_ops.synchronize(handle), contexts)
+
+    def _store_reduced(self, reduced, contexts):
+        for tensor, (param, context) in zip(reduced, contexts):
+            result = self._settings.compression.decompress(tensor, context)
+            if result is not param.grad:
+                with torch.no_grad():
+                    param.grad.copy_(result)
+
+    def _reset(self):
+        self._remaining_passes = {param: self._passes_per_step for param in self._params}
+        self._ready_in_group = [set() for _ in self._groups]
+        self._groups_submitted = [False] * len(self._groups)
+        self._submitted = set()
+        self._touched = set()
+        self._in_flight: List[_Submission] = []
+
+
+def _before_accumulation(reducer_ref, param, grad):
+    reducer = reducer_ref()
+    if reducer is not None:
+        reducer.check_pass_allowed(param)
+    return None  # leaves the gradient unchanged
+
+
+def _ready(reducer_ref, param):
+    reducer = reducer_ref()
+    if reducer is not None:
+        reducer.on_gradient_ready(param)

@@ -1,0 +1,153 @@
+"""Horovod's asynchronous and in-place collectives on torch tensors.
+
+The *_async functions return a handle for poll() and synchronize(); synchronize()
+returns the op's result. Out-of-place ops leave their input untouched and return
+new tensors; the trailing-underscore forms write the result into the input.
+These are not differentiable; lockstep.torch.autograd wraps them for autograd.
+"""
+
+import torch
+
+from lockstep.common.dispatch import Scaling
+from lockstep.common.ops import Average, handle_average_backwards_compatibility
+from lockstep.common.process import DISPATCHER
+from lockstep.torch.tensors import (
+    InPlaceTarget,
+    check_tensor,
+    new_output_like,
+    readable,
+    tensor_from_result,
+    tensor_ref,
+)
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+    """Start reducing `tensor` across ranks (Average by default) into a new tensor."""
+    scaling = Scaling(handle_average_backwards_compatibility(op, average), prescale_factor, postscale_factor)
+    source = readable(check_tensor(tensor))
+    output, output_ref = new_output_like(source)
+    return DISPATCHER.allreduce(tensor_ref(source), output_ref, scaling, name, lambda result: output)
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+    """Start reducing `tensor` across ranks in place; synchronize() returns `tensor`."""
+    scaling = Scaling(handle_average_backwards_compatibility(op, average), prescale_factor, postscale_factor)
+    target = InPlaceTarget(check_tensor(tensor))
+    ref = target.ref()
+    return DISPATCHER.allreduce(ref, ref, scaling, name, lambda result: target.finish())
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+    """Reduce `tensor` across ranks in place and return it."""
+    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor))
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+    """Start reducing a list of tensors as one negotiated, fused unit into new tensors."""
+    scaling = Scaling(handle_average_backwards_compatibility(op, average), prescale_factor, postscale_factor)
+    sources = [readable(tensor) for tensor in _checked_list(tensors)]
+    outputs = [new_output_like(source) for source in sources]
+    return DISPATCHER.grouped_allreduce(
+        [tensor_ref(source) for source in sources],
+        [ref for _, ref in outputs],
+        scaling,
+        name,
+        lambda results: [output for output, _ in outputs],
+    )
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+    """Start reducing a list of tensors in place as one unit; synchronize() returns the list."""
+    scaling = Scaling(handle_average_backwards_compatibility(op, average), prescale_factor, postscale_factor)
+    targets = [InPlaceTarget(tensor) for tensor in _checked_list(tensors)]
+    refs = [target.ref() for target in targets]
+    return DISPATCHER.grouped_allreduce(
+        refs, refs, scaling, name, lambda results: [target.finish() for target in targets]
+    )
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+    """Reduce a list of tensors in place as one unit and return the list."""
+    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor, postscale_factor))
+
+
+def allgather_async(tensor, name=None):
+    """Start concatenating every rank's `tensor` along the first dimension."""
+    source = readable(check_tensor(tensor))
+    return DISPATCHER.allgather(
+        tensor_ref(source), name, lambda result: tensor_from_result(result, source.dtype)
+    )
+
+
+def broadcast_async(tensor, root_rank, name=None):
+    """Start copying root_rank's `tensor` into a new tensor on every rank."""
+    source = readable(check_tensor(tensor))
+    output, output_ref = new_output_like(source)
+    return DISPATCHER.broadcast(tensor_ref(source), output_ref, root_rank, name, lambda result: output)
+
+
+def broadcast_async_(tensor, root_rank, name=None):
+    """Start overwriting `tensor` with root_rank's values; synchronize() returns `tensor`."""
+    target = InPlaceTarget(check_tensor(tensor))
+    ref = target.ref()
+    return DISPATCHER.broadcast(ref, ref, root_rank, name, lambda result: target.finish())
+
+
+def broadcast_(tensor, root_rank, name=None):
+    """Overwrite `tensor` with root_rank's values and return it."""
+    return synchronize(broadcast_async_(tensor, root_rank, name))
+
+
+def alltoall_async(tensor, splits=None, name=None):
+    """Start sending splits[i] rows of `tensor` to rank i (equal shares without splits).
+
+    synchronize() returns (received rows in rank order, int32 rows received per rank).
+    """
+    source = readable(check_tensor(tensor))
+    if isinstance(splits, torch.Tensor):
+        splits = splits.detach().cpu()
+
+    def finish(result):
+        received_splits = torch.tensor(list(result.received_splits), dtype=torch.int32)
+        return tensor_from_result(result, source.dtype), received_splits
+
+    return DISPATCHER.alltoall(tensor_ref(source), splits, name, finish)
+
+
+def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+    """Start reducing across ranks; the result is this rank's share of the first
+    dimension (the first `rows % size` ranks get one extra row)."""
+    source = readable(check_tensor(tensor))
+    scaling = Scaling(op, prescale_factor, postscale_factor)
+    return DISPATCHER.reducescatter(
+        tensor_ref(source), scaling, name, lambda result: tensor_from_result(result, source.dtype)
+    )
+
+
+def poll(handle):
+    """True when synchronize(handle) would return without blocking."""
+    return DISPATCHER.poll(handle)
+
+
+def synchronize(handle):
+    """Wait for an async op and return its result; raises LockstepError if it failed."""
+    return DISPATCHER.synchronize(handle)
+
+
+def barrier():
+    """Return once every rank has called barrier()."""
+    synchronize(DISPATCHER.barrier())
+
+
+def join(device=-1):
+    """Stop contributing data: until every rank has joined, this rank takes part in
+    the others' allreduces with zeros. Returns the rank that joined last."""
+    if device != -1:
+        raise ValueError(f"join(device={device!r}): lockstep's GPU path does not exist yet; use device=-1 (CPU)")
+    return synchronize(DISPATCHER.join())
+
+
+def _checked_list(tensors):
+    if not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"tensors must be a list or tuple of torch.Tensor, got {type(tensors).__name__}")
+    return [check_tensor(tensor, f"tensors[{index}]") for index, tensor in enumerate(tensors)]

@@ -1,0 +1,38 @@
+"""broadcast_object / allgather_object for lockstep.torch.
+
+The shared pickling logic lives in lockstep.common.objects; this module only
+lends it torch's byte collectives (numpy arrays in, numpy arrays out).
+"""
+
+import torch
+
+from lockstep.common import basics
+from lockstep.common.objects import ObjectCollectives
+from lockstep.common.process import NAMER
+from lockstep.torch import mpi_ops
+
+
+def _as_tensor(array):
+    # torch.from_numpy warns on read-only arrays (pickled bytes are read-only).
+    return torch.from_numpy(array if array.flags.writeable else array.copy())
+
+
+def _broadcast_bytes(array, root_rank, name):
+    return mpi_ops.synchronize(mpi_ops.broadcast_async(_as_tensor(array), root_rank, name)).numpy()
+
+
+def _allgather_bytes(array, name):
+    return mpi_ops.synchronize(mpi_ops.allgather_async(_as_tensor(array), name)).numpy()
+
+
+_OBJECTS = ObjectCollectives(_broadcast_bytes, _allgather_bytes, NAMER, basics.rank)
+
+
+def broadcast_object(obj, root_rank=0, name=None):
+    """Return root_rank's picklable `obj` on every rank."""
+    return _OBJECTS.broadcast_object(obj, root_rank, name)
+
+
+def allgather_object(obj, name=None):
+    """Return the list of every rank's picklable `obj`, in rank order."""
+    return _OBJECTS.allgather_object(obj, name)

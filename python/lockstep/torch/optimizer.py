@@ -1,0 +1,126 @@
+"""DistributedOptimizer: averages gradients across ranks before each step.
+
+The returned object is an instance of a subclass of the wrapped optimizer's class
+that shares the wrapped optimizer's parameter groups, options and state, so
+learning-rate schedulers, state_dict() and isinstance checks keep working.
+"""
+
+import warnings
+from contextlib import contextmanager
+
+import torch
+
+from lockstep.common import basics, validation
+from lockstep.common.ops import Average, Sum, to_core_reduce_op
+from lockstep.torch.compression import Compression
+from lockstep.torch.gradient_reducer import GradientReducer, ReductionSettings
+from lockstep.torch.parameter_names import resolve_groups, resolve_named_parameters
+
+# Instance attributes that bind the wrapped optimizer itself (an LR scheduler created
+# on it wraps its `step`); copying them would bypass the gradient synchronization.
+_BOUND_ATTRIBUTES = ("step", "zero_grad")
+
+
+class _DistributedOptimizerMixin:
+    def synchronize(self):
+        """Wait for every gradient's allreduce; the gradients then hold the averages.
+
+        Call it before inspecting or clipping gradients, then call step() inside
+        skip_synchronize() so the gradients are not reduced a second time.
+        """
+        self._lockstep_reducer.synchronize()
+        self._lockstep_synchronized = True
+
+    @contextmanager
+    def skip_synchronize(self):
+        """step() inside this context uses the gradients as synchronize() left them."""
+        self._lockstep_should_synchronize = False
+        try:
+            yield
+        finally:
+            self._lockstep_should_synchronize = True
+
+    def step(self, closure=None):
+        if self._lockstep_should_synchronize:
+            if self._lockstep_synchronized:
+                warnings.warn(
+                    "optimizer.step() called after optimizer.synchronize() outside optimizer.skip_synchronize(): "
+                    "gradients are synchronized twice; wrap step() in `with optimizer.skip_synchronize():`",
+                    stacklevel=2,
+                )
+            self.synchronize()
+        self._lockstep_synchronized = False
+        return super().step(closure)
+
+    def zero_grad(self, set_to_none=True):
+        if self._lockstep_reducer.has_pending():
+            raise RuntimeError(
+                "optimizer.zero_grad() was called after loss.backward() but before optimizer.step() or "
+                "optimizer.synchronize(): the gradients' allreduces are still using them"
+            )
+        return super().zero_grad(set_to_none=set_to_none)
+
+
+def DistributedOptimizer(  # noqa: N802 - Horovod's name for this factory
+    optimizer,
+    named_parameters=None,
+    compression=Compression.none,
+    backward_passes_per_step=1,
+    op=Average,
+    gradient_predivide_factor=1.0,
+    groups=None,
+    sparse_as_dense=False,
+):
+    """Wrap `optimizer` so that step() applies gradients averaged (or summed) over all ranks.
+
+    named_parameters: (name, parameter) pairs, e.g. model.named_parameters(); names
+    must be unique and cover every parameter of the optimizer. They name each
+    gradient's allreduce, which must match across ranks.
+    gradient_predivide_factor: with op=Average, gradients are divided by this factor
+    before the sum and by size/factor after it.
+    groups: None, a number of groups to split the parameters into, or lists of
+    parameters; each group is reduced as one fused unit.
+    """
+    basics.require_initialized()
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+    settings = _reduction_settings(compression, op, gradient_predivide_factor, sparse_as_dense)
+    passes = validation.as_int(backward_passes_per_step, "backward_passes_per_step")
+    if passes < 1:
+        raise ValueError(f"backward_passes_per_step must be at least 1, got {passes}")
+    named = resolve_named_parameters(optimizer.param_groups, named_parameters)
+    trainable = [(name, param) for name, param in named if param.requires_grad]
+    reducer = GradientReducer(trainable, settings, passes, resolve_groups(groups, trainable))
+    distributed = _subclass_instance(optimizer)
+    distributed._lockstep_reducer = reducer
+    distributed._lockstep_synchronized = False
+    distributed._lockstep_should_synchronize = True
+    # One rank has nothing to average with; like Horovod, skip the hooks entirely.
+    if basics.size() > 1:
+        reducer.register_hooks()
+    return distributed
+
+
+def _reduction_settings(compression, op, gradient_predivide_factor, sparse_as_dense):
+    if not (hasattr(compression, "compress") and hasattr(compression, "decompress")):
+        raise TypeError(f"compression must be a compressor such as Compression.fp16, got {compression!r}")
+    op = int(to_core_reduce_op(op, (Average, Sum), "DistributedOptimizer"))
+    factor = validation.as_scale_factor(gradient_predivide_factor, "gradient_predivide_factor")
+    if factor <= 0:
+        raise ValueError(f"gradient_predivide_factor must be positive, got {factor}")
+    if factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor is only supported with op=Average")
+    if not isinstance(sparse_as_dense, bool):
+        raise TypeError(f"sparse_as_dense must be a bool, got {type(sparse_as_dense).__name__}")
+    # Average divides by size after the sum; split that division around the sum.
+    return ReductionSettings(compression, op, 1.0 / factor, factor, sparse_as_dense)
+
+
+def _subclass_instance(optimizer):
+    """An instance of a new subclass of optimizer's class sharing its attributes."""
+    base = optimizer.__class__
+    cls = type(base.__name__, (_DistributedOptimizerMixin, base), {"__module__": base.__module__})
+    distributed = cls.__new__(cls)
+    attributes = {key: value for key, value in optimizer.__dict__.items() if key not in _BOUND_ATTRIBUTES}
+    distributed.__dict__.update(attributes)
+    return distributed

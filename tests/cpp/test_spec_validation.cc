@@ -1,0 +1,234 @@
+// Argument checks on the caller's thread: every rejection names the tensor and the
+// problem; valid specs of every kind pass; RequestFromSpec copies what it should.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "spec_validation.h"
+
+namespace lockstep {
+namespace {
+
+class SpecValidationTest : public ::testing::Test {
+ protected:
+  SpecValidationTest() { topology_.size = 4; }
+
+  // A valid spec of kind `op` on an 8 x 2 float32 tensor named "t".
+  OpSpec Valid(OpType op) {
+    OpSpec spec;
+    spec.op = op;
+    spec.name = "t";
+    spec.shape = {8, 2};
+    spec.input = data_.data();
+    spec.output = data_.data();
+    spec.reduce_op = ReduceOp::kSum;
+    return spec;
+  }
+
+  // The message of the Error ValidateSpec throws, or a failure if it does not throw.
+  ::testing::AssertionResult Rejects(const OpSpec& spec, const std::string& problem,
+                                     bool gpu_available = false) {
+    try {
+      ValidateSpec(spec, topology_, gpu_available);
+    } catch (const Error& error) {
+      const std::string message = error.what();
+      if (message.find("'" + spec.name + "'") != std::string::npos &&
+          message.find(problem) != std::string::npos) {
+        return ::testing::AssertionSuccess();
+      }
+      return ::testing::AssertionFailure() << "wrong message: " << message;
+    }
+    return ::testing::AssertionFailure() << "accepted, expected '" << problem << "'";
+  }
+
+  ::testing::AssertionResult Accepts(const OpSpec& spec, bool gpu_available = false) {
+    try {
+      ValidateSpec(spec, topology_, gpu_available);
+    } catch (const Error& error) {
+      return ::testing::AssertionFailure() << "rejected: " << error.what();
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  Topology topology_;
+  std::vector<float> data_ = std::vector<float>(16);
+};
+
+TEST_F(SpecValidationTest, ValidSpecsPass) {
+  for (OpType op : {OpType::kAllreduce, OpType::kAllgather, OpType::kBroadcast, OpType::kAlltoall,
+                    OpType::kReducescatter, OpType::kBarrier}) {
+    EXPECT_TRUE(Accepts(Valid(op))) << OpTypeName(op);
+  }
+  OpSpec spec = Valid(OpType::kAllreduce);
+  for (ReduceOp op :
+       {ReduceOp::kAverage, ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+    spec.reduce_op = op;
+    EXPECT_TRUE(Accepts(spec)) << ReduceOpName(op);
+  }
+  spec = Valid(OpType::kReducescatter);
+  spec.reduce_op = ReduceOp::kAverage;
+  spec.prescale = 0.5;
+  EXPECT_TRUE(Accepts(spec));
+
+  spec = Valid(OpType::kAllreduce);
+  spec.shape = {};  // a scalar
+  EXPECT_TRUE(Accepts(spec));
+  spec.shape = {0, 3};  // empty: no memory needed
+  spec.input = nullptr;
+  spec.output = nullptr;
+  EXPECT_TRUE(Accepts(spec));
+
+  spec = Valid(OpType::kAllgather);
+  spec.output = nullptr;  // the core allocates allgather results
+  EXPECT_TRUE(Accepts(spec));
+
+  spec = Valid(OpType::kBroadcast);
+  spec.root_rank = 3;
+  EXPECT_TRUE(Accepts(spec));
+
+  spec = Valid(OpType::kAlltoall);
+  spec.splits = {1, 2, 0, 5};
+  EXPECT_TRUE(Accepts(spec));
+
+  spec = Valid(OpType::kAllreduce);
+  spec.dtype = DataType::kBool;
+  spec.reduce_op = ReduceOp::kMax;
+  EXPECT_TRUE(Accepts(spec));
+
+  spec = Valid(OpType::kAllreduce);
+  spec.device = 0;
+  EXPECT_TRUE(Accepts(spec, /*gpu_available=*/true));
+
+  OpSpec join;
+  join.op = OpType::kJoin;  // join needs no name
+  EXPECT_TRUE(Accepts(join));
+}
+
+TEST_F(SpecValidationTest, RejectsBadShapesAndMemory) {
+  OpSpec spec = Valid(OpType::kAllreduce);
+  spec.shape = {2, -1};
+  EXPECT_TRUE(Rejects(spec, "negative dimension"));
+
+  spec = Valid(OpType::kAllgather);
+  spec.input = nullptr;
+  EXPECT_TRUE(Rejects(spec, "input memory is null"));
+
+  for (OpType op : {OpType::kAllreduce, OpType::kBroadcast}) {
+    spec = Valid(op);
+    spec.output = nullptr;
+    EXPECT_TRUE(Rejects(spec, "output memory is null")) << OpTypeName(op);
+  }
+
+  for (OpType op : {OpType::kAllgather, OpType::kAlltoall, OpType::kReducescatter}) {
+    spec = Valid(op);
+    spec.shape = {};
+    EXPECT_TRUE(Rejects(spec, "at least one dimension")) << OpTypeName(op);
+  }
+
+  spec = Valid(OpType::kAllreduce);
+  spec.name = "";
+  EXPECT_TRUE(Rejects(spec, "a name is required"));
+}
+
+TEST_F(SpecValidationTest, RejectsUnknownEnums) {
+  OpSpec spec = Valid(OpType::kAllreduce);
+  spec.dtype = static_cast<DataType>(42);
+  EXPECT_TRUE(Rejects(spec, "unsupported data type"));
+
+  spec = Valid(OpType::kAllreduce);
+  spec.reduce_op = static_cast<ReduceOp>(9);
+  EXPECT_TRUE(Rejects(spec, "unknown reduce op"));
+
+  spec = Valid(OpType::kAllreduce);
+  spec.op = static_cast<OpType>(77);
+  EXPECT_TRUE(Rejects(spec, "unknown op type"));
+}
+
+TEST_F(SpecValidationTest, RejectsUnsupportedReductions) {
+  for (OpType op : {OpType::kAllreduce, OpType::kReducescatter}) {
+    OpSpec spec = Valid(op);
+    spec.reduce_op = ReduceOp::kAdasum;
+    EXPECT_TRUE(Rejects(spec, "Adasum reduce op is not supported")) << OpTypeName(op);
+  }
+  for (ReduceOp reduce : {ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+    OpSpec spec = Valid(OpType::kReducescatter);
+    spec.reduce_op = reduce;
+    EXPECT_TRUE(Rejects(spec, "reducescatter supports only Sum and Average"))
+        << ReduceOpName(reduce);
+  }
+}
+
+TEST_F(SpecValidationTest, RejectsBoolAverageAndScaling) {
+  OpSpec spec = Valid(OpType::kAllreduce);
+  spec.dtype = DataType::kBool;
+  spec.reduce_op = ReduceOp::kAverage;
+  EXPECT_TRUE(Rejects(spec, "Average is not defined for bool tensors"));
+
+  spec.reduce_op = ReduceOp::kSum;
+  spec.prescale = 2.0;
+  EXPECT_TRUE(Rejects(spec, "bool tensors cannot be scaled"));
+  spec.prescale = 1.0;
+  spec.postscale = 0.5;
+  EXPECT_TRUE(Rejects(spec, "bool tensors cannot be scaled"));
+}
+
+TEST_F(SpecValidationTest, RejectsBroadcastRootOutsideTheWorld) {
+  OpSpec spec = Valid(OpType::kBroadcast);
+  spec.root_rank = -1;
+  EXPECT_TRUE(Rejects(spec, "root rank -1 is outside [0, 4)"));
+  spec.root_rank = 4;
+  EXPECT_TRUE(Rejects(spec, "root rank 4 is outside [0, 4)"));
+}
+
+TEST_F(SpecValidationTest, RejectsBadAlltoallSplits) {
+  OpSpec spec = Valid(OpType::kAlltoall);
+  spec.splits = {4, 4};
+  EXPECT_TRUE(Rejects(spec, "splits has 2 entries but there are 4 ranks"));
+  spec.splits = {10, -2, 0, 0};
+  EXPECT_TRUE(Rejects(spec, "splits must be non-negative"));
+  spec.splits = {1, 1, 1, 1};
+  EXPECT_TRUE(Rejects(spec, "splits sum to 4 but the first dimension is 8"));
+  spec.splits = {};
+  spec.shape = {7, 2};
+  EXPECT_TRUE(Rejects(spec, "first dimension 7 is not divisible by 4 ranks"));
+}
+
+TEST_F(SpecValidationTest, RejectsGpuTensorsWithoutAGpuBackend) {
+  for (OpType op : {OpType::kAllreduce, OpType::kBroadcast, OpType::kBarrier}) {
+    OpSpec spec = Valid(op);
+    spec.device = 0;
+    EXPECT_TRUE(Rejects(spec, "no GPU (NCCL) backend")) << OpTypeName(op);
+  }
+}
+
+TEST(RequestFromSpecTest, CopiesEveryNegotiatedField) {
+  OpSpec spec;
+  spec.op = OpType::kAlltoall;
+  spec.name = "x";
+  spec.dtype = DataType::kInt16;
+  spec.shape = {6, 2};
+  spec.reduce_op = ReduceOp::kMax;
+  spec.prescale = 0.5;
+  spec.postscale = 3.0;
+  spec.root_rank = 1;
+  spec.splits = {2, 4};
+  spec.device = 2;
+  Request r = RequestFromSpec(spec, 3);
+  EXPECT_EQ(r.rank, 3);
+  EXPECT_EQ(r.op, OpType::kAlltoall);
+  EXPECT_EQ(r.name, "x");
+  EXPECT_EQ(r.dtype, DataType::kInt16);
+  EXPECT_EQ(r.shape, (std::vector<int64_t>{6, 2}));
+  EXPECT_EQ(r.reduce_op, ReduceOp::kMax);
+  EXPECT_EQ(r.prescale, 0.5);
+  EXPECT_EQ(r.postscale, 3.0);
+  EXPECT_EQ(r.root_rank, 1);
+  EXPECT_EQ(r.splits, (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(r.device, 2);
+  EXPECT_EQ(r.group_id, 0);
+  EXPECT_EQ(r.group_size, 0);
+}
+
+}  // namespace
+}  // namespace lockstep
