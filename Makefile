@@ -9,6 +9,9 @@
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := test
+# Also inherited by CMake's generated makefiles, which would otherwise log every
+# directory they enter.
+MAKEFLAGS += --no-print-directory
 
 # mpirun refuses to start as root without these; CI and containers run as root.
 export OMPI_ALLOW_RUN_AS_ROOT := 1

@@ -175,7 +175,8 @@ def main():
               for name in PARAMETER_NAMES}
     steps_per_epoch = len(shard) // args.batch_size
     if steps_per_epoch == 0:
-        raise SystemExit(f"--batch-size {args.batch_size} exceeds the {len(shard)} examples per rank")
+        raise SystemExit(f"--batch-size {args.batch_size} exceeds the {len(shard)} "
+                         "training examples each rank has")
     optimizer = MomentumSGD(params, args.lr * hvd.size(), args.momentum,
                             total_steps=args.epochs * steps_per_epoch)
     shuffle_rng = np.random.default_rng([args.seed, hvd.rank()])

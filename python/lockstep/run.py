@@ -269,5 +269,15 @@ def build_report():
     return "\n".join(lines)
 
 
+def use_package_root_on_path():
+    """Run as a file, Python puts this folder first on sys.path, where lockstep's
+    frontends (numpy/, torch/) would shadow the real frameworks; the folder above
+    it makes `lockstep` itself importable instead."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path = [entry for entry in sys.path if os.path.abspath(entry or ".") != here]
+    sys.path.insert(0, os.path.dirname(here))
+
+
 if __name__ == "__main__":
+    use_package_root_on_path()
     sys.exit(main())

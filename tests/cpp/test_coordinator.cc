@@ -195,12 +195,25 @@ TEST_F(CoordinatorTest, JoinResponseOnceAllJoinedThenStateResets) {
   EXPECT_TRUE(Round({{}, {MakeRequest(1, "c")}, {}}).responses.empty());
   EXPECT_EQ(NamesOf(Round({{}, {}, {MakeRequest(2, "c")}})), (Names{"c"}));
 
-  // A second join; the last one read in the final round is rank 2.
-  EXPECT_TRUE(Round({{}, {Join(1)}, {}}).responses.empty());
-  out = Round({{Join(0)}, {}, {Join(2)}});
+  // The count restarts too: two ranks joining is not enough.
+  EXPECT_TRUE(Round({{Join(0)}, {Join(1)}, {}}).responses.empty());
+  out = Round({{}, {}, {Join(2)}});
   ASSERT_EQ(out.responses.size(), 1u);
   EXPECT_EQ(out.responses[0].type, ResponseType::kJoin);
   EXPECT_EQ(out.responses[0].last_joined_rank, 2);
+
+  // When several join in the final round, the last one read (highest rank) is last.
+  EXPECT_TRUE(Round({{}, {}, {Join(2)}}).responses.empty());
+  out = Round({{Join(0)}, {Join(1)}, {}});
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_EQ(out.responses[0].last_joined_rank, 1);
+}
+
+TEST_F(CoordinatorTest, RepeatedJoinFromOneRankCountsOnce) {
+  Start(3, Config{});
+  EXPECT_TRUE(Round({{Join(0)}, {}, {}}).responses.empty());
+  EXPECT_TRUE(Round({{Join(0)}, {Join(1)}, {}}).responses.empty());
+  EXPECT_EQ(Round({{}, {}, {Join(2)}}).responses.size(), 1u);
 }
 
 TEST_F(CoordinatorTest, FullRequestForACachedNameEvictsItsSlotOnce) {
@@ -244,6 +257,16 @@ TEST_F(CoordinatorTest, StalledTensorFailsNamingTheMissingRankAndIsRemoved) {
   EXPECT_EQ(coordinator_->OldestWaitSeconds(t0_ + seconds(103)), 2.0);
 }
 
+TEST_F(CoordinatorTest, JoinedRanksAreNotReportedAsMissing) {
+  Config config;
+  config.stall_shutdown_seconds = 5;
+  Start(4, config);
+  EXPECT_TRUE(Round({{MakeRequest(0, "s")}, {}, {Join(2)}, {}}).responses.empty());
+  ResponseList out = Round({{}, {}, {}, {}}, seconds(10));
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_TRUE(Contains(out.responses[0].error_message, "tensor 's' stalled: rank(s) 1 3 did"));
+}
+
 TEST_F(CoordinatorTest, PartialCacheSlotsNameTheRanksWithoutThem) {
   Config config;
   config.stall_shutdown_seconds = 5;
@@ -281,7 +304,9 @@ TEST_F(CoordinatorTest, OldestWaitSeconds) {
 }
 
 TEST_F(CoordinatorTest, IgnoresRequestsFromRanksOutsideTheWorld) {
-  EXPECT_TRUE(Round({{MakeRequest(0, "a")}, {MakeRequest(5, "a")}}).responses.empty());
+  EXPECT_TRUE(Round({{MakeRequest(0, "a"), MakeRequest(-1, "a")},
+                     {MakeRequest(2, "a"), MakeRequest(5, "a"), Join(2)}})
+                  .responses.empty());
   EXPECT_EQ(NamesOf(Round({{}, {MakeRequest(1, "a")}})), (Names{"a"}));
 }
 

@@ -86,6 +86,18 @@ TEST(PlanFusionTest, ResponseAtOrOverThresholdStaysAlone) {
   EXPECT_EQ(NamesOf(planned), (Names{{"at1"}, {"at2"}}));
 }
 
+TEST(PlanFusionTest, TensorAtOrOverStandaloneBytesStaysAlone) {
+  // 8, 16, 20 and 8 bytes; the threshold would hold them all.
+  const std::vector<Response> input = {Allreduce("x", 2), Allreduce("s", 4), Allreduce("big", 5),
+                                       Allreduce("y", 2)};
+  EXPECT_EQ(NamesOf(PlanFusion(input, 1024, 16)), (Names{{"x", "y"}, {"s"}, {"big"}}));
+  EXPECT_EQ(NamesOf(PlanFusion(input, 1024, 17)), (Names{{"x", "s", "y"}, {"big"}}));
+  // Zero or negative: no standalone limit.
+  EXPECT_EQ(NamesOf(PlanFusion(input, 1024, 0)), (Names{{"x", "s", "big", "y"}}));
+  EXPECT_EQ(NamesOf(PlanFusion(input, 1024, -1)), (Names{{"x", "s", "big", "y"}}));
+  EXPECT_EQ(NamesOf(PlanFusion(input, 1024)), (Names{{"x", "s", "big", "y"}}));
+}
+
 TEST(PlanFusionTest, FullBinIsClosedAndLaterTensorsFillTheNewOne) {
   // b does not fit next to a, so it opens a new bin; c then fits only beside b.
   std::vector<Response> planned =

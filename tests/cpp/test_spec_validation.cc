@@ -100,6 +100,11 @@ TEST_F(SpecValidationTest, ValidSpecsPass) {
   spec.device = 0;
   EXPECT_TRUE(Accepts(spec, /*gpu_available=*/true));
 
+  OpSpec barrier;  // no tensor at all
+  barrier.op = OpType::kBarrier;
+  barrier.name = "barrier";
+  EXPECT_TRUE(Accepts(barrier));
+
   OpSpec join;
   join.op = OpType::kJoin;  // join needs no name
   EXPECT_TRUE(Accepts(join));

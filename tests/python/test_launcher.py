@@ -153,8 +153,10 @@ def test_check_build_lists_backends_and_frameworks():
     assert any(line.strip().startswith("[X] numpy") for line in result.stdout.splitlines())
 
 
-RANK_REPORT = ("import os; print('rank', os.environ['OMPI_COMM_WORLD_RANK'], "
-               "os.environ.get('LOCKSTEP_CYCLE_TIME'), flush=True)")
+# One write() per rank: mpirun interleaves the ranks' output at write granularity,
+# and print() writes piece by piece when PYTHONUNBUFFERED is set.
+RANK_REPORT = ("import os; os.write(1, f\"rank {os.environ['OMPI_COMM_WORLD_RANK']} "
+               "{os.environ.get('LOCKSTEP_CYCLE_TIME')}\\n\".encode())")
 
 
 @pytest.mark.timeout(120)

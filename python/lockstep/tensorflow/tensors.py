@@ -37,7 +37,12 @@ def check_dtype(dtype, what="tensor"):
 
 
 def eager_array(tensor):
-    """The host memory behind an eager tensor, zero-copy (the array keeps it alive)."""
+    """The host memory behind an eager tensor, zero-copy (the array keeps it alive).
+
+    0-d tensors convert to numpy scalars, which are copied into a 0-d array
+    (np.asarray cannot take a bfloat16 scalar)."""
+    if tensor.shape.rank == 0:
+        return np.array(tensor.numpy())
     return np.asarray(tensor)
 
 

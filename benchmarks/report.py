@@ -1,0 +1,125 @@
+"""The Markdown report: one table per benchmark, then the targets."""
+
+import summary
+from summary import MIB, find_row, setting_label, variants
+
+
+def markdown_table(headers, rows):
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def size_label(size_bytes):
+    if size_bytes >= MIB:
+        return f"{size_bytes // MIB} MiB"
+    if size_bytes >= 1024:
+        return f"{size_bytes // 1024} KiB"
+    return f"{size_bytes} B"
+
+
+def latency_section(latency):
+    rows = latency["rows"]
+    names = variants(rows)
+    sizes = sorted({row["size_bytes"] for row in rows})
+    table = []
+    for size in sizes:
+        cells = [size_label(size)]
+        for name in names:
+            row = find_row(rows, name, size_bytes=size)
+            cells.append(f"{row['median_s'] * 1e6:.1f} / {row['p90_s'] * 1e6:.1f}")
+        table.append(cells)
+    return ("### 1. Latency: one float32 allreduce at a time (us, median / p90 of the slowest rank)\n\n"
+            + markdown_table(["size", *names], table))
+
+
+def bandwidth_section(bandwidth):
+    rows = bandwidth["rows"]
+    names = variants(rows)
+    sizes = sorted({row["size_bytes"] for row in rows})
+    table = []
+    for size in sizes:
+        mpi = find_row(rows, summary.MPI_VARIANT, size_bytes=size)
+        cells = [size_label(size)]
+        for name in names:
+            row = find_row(rows, name, size_bytes=size)
+            ratio = f" ({row['busbw_GBps'] / mpi['busbw_GBps']:.2f}x)" if mpi and name != mpi["variant"] else ""
+            cells.append(f"{row['busbw_GBps']:.2f}{ratio}")
+        table.append(cells)
+    return ("### 2. Bandwidth: busbw in GB/s (= algbw at 2 ranks), median op of the slowest rank; "
+            "(x MPI_Allreduce in the same run)\n\n" + markdown_table(["size", *names], table))
+
+
+def gradient_section(gradient):
+    rows = gradient["rows"]
+    table = [[row["variant"], f"{row['first_step_s'] * 1e3:.1f}", f"{row['median_s'] * 1e3:.1f}",
+              f"{row['p90_s'] * 1e3:.1f}"] for row in rows]
+    title = (f"### 3. Gradient step: ResNet-50's {gradient['tensors']} tensors, {gradient['bytes'] / MIB:.1f} MiB "
+             f"(ms; steady state over {gradient['steady_steps']} steps, slowest rank)\n\n")
+    return title + markdown_table(["strategy", "first step", "steady median", "steady p90"], table)
+
+
+def training_section(training):
+    numbers = summary.training_summary(training)
+    table = []
+    for name, values in numbers.items():
+        table.append([name, _number(values.get(1), "{:.0f}"), _number(values.get(2), "{:.0f}"),
+                      _number(values.get("efficiency"), "{:.2f}"), _number(values.get("efficiency_vs_plain"), "{:.2f}")])
+    launches = training["launches"]
+    detail = (f"batch {launches[0]['batch_per_rank']} per rank, {launches[0]['data']} data, "
+              f"{len(launches)} launches alternating 1 and 2 ranks, medians of "
+              f"{launches[0]['steps_per_block']}-step blocks")
+    headers = ["variant", "1 rank (samples/s)", "2 ranks (samples/s)", "scaling efficiency",
+               "vs. 1 rank without communication"]
+    return f"### 4. Training throughput: Fashion-MNIST convnet ({detail})\n\n" + markdown_table(headers, table)
+
+
+def memory_section(memory):
+    table = []
+    for row in memory["rows"]:
+        table.append([setting_label(row["fusion_threshold_bytes"], "default (128 MiB)"),
+                      setting_label(row["chunk_bytes"], "default (1 MiB)"),
+                      f"{row['lockstep_peak_overhead_bytes'] / MIB:.1f}",
+                      f"{row['mpi_peak_overhead_bytes'] / MIB:.1f}",
+                      f"{row['steady_step_median_s'] * 1e3:.1f}"])
+    headers = ["fusion threshold", "chunk size", "lockstep peak RSS overhead (MiB)",
+               "raw MPI per tensor, same tensors (MiB)", "lockstep step (ms)"]
+    return ("### 5. Memory: peak RSS above the gradients themselves during ResNet-50's gradient step "
+            "(largest rank; lockstep.torch in place)\n\n" + markdown_table(headers, table))
+
+
+def targets_section(results):
+    checks = summary.targets(results)
+    table = [[check["target"], check["measured"], "yes" if check["held"] else "**no**"] for check in checks]
+    return "### Targets (2 ranks)\n\n" + markdown_table(["target", "measured", "held"], table)
+
+
+SECTIONS = (
+    ("latency", latency_section),
+    ("bandwidth", bandwidth_section),
+    ("gradient_step", gradient_section),
+    ("training", training_section),
+    ("memory", memory_section),
+)
+
+
+def render(results, plot_links=None):
+    """The whole report. `plot_links`: {benchmark: relative PNG path} to embed."""
+    meta = results["meta"]
+    parts = [
+        "## Benchmark results\n",
+        f"Produced by `{meta['command']}` on {meta['date']} ({meta['machine']}); total {meta['total_s']:.0f} s. "
+        f"Load average {meta['load_before']} before, {meta['load_after']} after: other work on the machine "
+        "adds noise, which is why every comparator runs interleaved with lockstep in the same job.",
+    ]
+    for key, section in SECTIONS:
+        if key in results:
+            parts.append(section(results[key]))
+            if plot_links and key in plot_links:
+                parts.append(f"![{key}]({plot_links[key]})")
+    parts.append(targets_section(results))
+    return "\n\n".join(parts) + "\n"
+
+
+def _number(value, pattern):
+    return "-" if value is None else pattern.format(value)

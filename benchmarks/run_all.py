@@ -1,0 +1,176 @@
+"""`make bench`: run the five benchmarks side by side with their comparators.
+
+Each benchmark is its own mpirun job (2 ranks; training also 1 rank). The JSON of
+every job, a Markdown report and PNG plots go to results/<date-time>/ (and
+results/latest points there); the report is printed at the end. A full run also
+refreshes the committed copies, benchmarks/RESULTS.md and benchmarks/plots/, that
+the README shows.
+
+    .venv/bin/python benchmarks/run_all.py                  # everything, ~5 minutes
+    .venv/bin/python benchmarks/run_all.py --quick          # smoke test, ~1 minute
+    .venv/bin/python benchmarks/run_all.py --only latency bandwidth
+"""
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+
+import launcher
+import plots
+import report
+from launcher import BENCH_DIR, REPO_ROOT, LaunchFailed
+
+MIB = 1 << 20
+BENCHMARKS = ("latency", "bandwidth", "gradient_step", "training", "memory")
+# Alternating 1- and 2-rank launches spreads the machine's drift over both.
+TRAINING_RANKS = (1, 2, 1, 2)
+MEMORY_THRESHOLDS_MIB = (0, 1, 4, 16, 64, 128)
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="few repetitions; does not touch the committed copies")
+    parser.add_argument("--only", nargs="+", choices=BENCHMARKS, help="run only these benchmarks")
+    parser.add_argument("--results-dir", help="where to write (default: results/<date-time>)")
+    parser.add_argument("--real-data", action="store_true", help="train on Fashion-MNIST instead of synthetic data")
+    parser.add_argument("--timeline", action="store_true",
+                        help="record a lockstep timeline of the gradient step (slows it down a little)")
+    return parser.parse_args()
+
+
+class Runner:
+    """Runs the launches of one `make bench` and remembers what failed."""
+
+    def __init__(self, results_dir, args):
+        self.results_dir = results_dir
+        self.quick = args.quick
+        self.real_data = args.real_data
+        self.timeline = args.timeline
+        self.failures = []
+
+    def launch(self, label, script, ranks, out_name, args=(), settings=None):
+        print(f"--> {label}", flush=True)
+        extra = ["--quick"] if self.quick else []
+        out_path = os.path.join(self.results_dir, "json", out_name)
+        try:
+            result = launcher.run_benchmark(script, ranks, out_path, [*args, *extra], settings)
+        except LaunchFailed as failure:
+            print(f"FAILED: {failure}", file=sys.stderr, flush=True)
+            self.failures.append(str(failure).splitlines()[0])
+            return None
+        print(f"    ({result['wall_s']:.0f} s)", flush=True)
+        return result
+
+    def latency(self):
+        return self.launch("1/5 latency, 2 ranks", "bench_latency.py", 2, "latency.json")
+
+    def bandwidth(self):
+        return self.launch("2/5 bandwidth, 2 ranks", "bench_bandwidth.py", 2, "bandwidth.json")
+
+    def gradient_step(self):
+        settings = {}
+        if self.timeline:
+            path = os.path.join(self.results_dir, "timeline_gradient_step.json")
+            settings = {"LOCKSTEP_TIMELINE": path, "LOCKSTEP_TIMELINE_MARK_CYCLES": "1"}
+        return self.launch("3/5 ResNet-50 gradient step, 2 ranks", "bench_gradient_step.py", 2,
+                           "gradient_step.json", settings=settings)
+
+    def training(self):
+        data = ["--data", "real" if self.real_data else "synthetic"]
+        ranks_list = TRAINING_RANKS[:2] if self.quick else TRAINING_RANKS
+        launches = []
+        for index, ranks in enumerate(ranks_list):
+            label = f"4/5 training throughput, {ranks} rank(s), launch {index + 1} of {len(ranks_list)}"
+            result = self.launch(label, "bench_training.py", ranks, f"training_{index}_{ranks}ranks.json", data)
+            if result is not None:
+                launches.append(result)
+        return {"launches": launches} if {1, 2} <= {launch["ranks"] for launch in launches} else None
+
+    def memory(self):
+        rows = []
+        for settings in memory_settings(self.quick):
+            described = ", ".join(f"{name}={value}" for name, value in settings.items())
+            name = "memory_" + "_".join(f"{key.split('_')[-1].lower()}{value}" for key, value in settings.items())
+            result = self.launch(f"5/5 memory, {described}", "bench_memory.py", 2, f"{name}.json", settings=settings)
+            if result is not None:
+                rows += result["rows"]
+        return {"rows": rows} if rows else None
+
+
+def memory_settings(quick):
+    thresholds = (0, 128) if quick else MEMORY_THRESHOLDS_MIB
+    settings = [{"LOCKSTEP_FUSION_THRESHOLD": str(mib * MIB)} for mib in thresholds]
+    # Horovod's layout: no chunking, so everything up to the threshold is fused.
+    settings.append({"LOCKSTEP_CHUNK_BYTES": "0"})
+    return settings
+
+
+def machine_description():
+    return f"{platform.node()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+
+
+def load_average():
+    return " ".join(f"{value:.1f}" for value in os.getloadavg())
+
+
+def write_outputs(results, results_dir, publish):
+    """JSON, Markdown and plots into results_dir; with `publish` also the committed copies."""
+    with open(os.path.join(results_dir, "results.json"), "w") as stream:
+        json.dump(results, stream, indent=1)
+    links = {key: f"plots/{name}" for key, name in plots.write_plots(results, os.path.join(results_dir, "plots")).items()}
+    markdown = report.render(results, links)
+    with open(os.path.join(results_dir, "results.md"), "w") as stream:
+        stream.write(markdown)
+    _point_latest_at(results_dir)
+    if publish:
+        committed_plots = os.path.join(BENCH_DIR, "plots")
+        os.makedirs(committed_plots, exist_ok=True)
+        for name in links.values():
+            shutil.copyfile(os.path.join(results_dir, name), os.path.join(BENCH_DIR, name))
+        with open(os.path.join(BENCH_DIR, "RESULTS.md"), "w") as stream:
+            stream.write(markdown)
+    return markdown
+
+
+def _point_latest_at(results_dir):
+    latest = os.path.join(REPO_ROOT, "results", "latest")
+    if os.path.islink(latest):
+        os.remove(latest)
+    if not os.path.exists(latest):
+        os.symlink(os.path.relpath(results_dir, os.path.dirname(latest)), latest)
+
+
+def main():
+    args = parse_args()
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    results_dir = os.path.abspath(args.results_dir or os.path.join(REPO_ROOT, "results", stamp))
+    os.makedirs(os.path.join(results_dir, "json"), exist_ok=True)
+    runner = Runner(results_dir, args)
+    started, load_before = time.monotonic(), load_average()
+    results = {}
+    for key in args.only or BENCHMARKS:
+        result = getattr(runner, key)()
+        if result is not None:
+            results[key] = result
+    results["meta"] = {
+        "command": "make bench" if not (args.quick or args.only) else " ".join(["benchmarks/run_all.py", *sys.argv[1:]]),
+        "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine_description(),
+        "total_s": time.monotonic() - started, "load_before": load_before, "load_after": load_average(),
+        "quick": args.quick,
+    }
+    # Only a complete, undisturbed run replaces the committed copies.
+    publish = not (args.quick or args.only or args.timeline or runner.failures)
+    print("\n" + write_outputs(results, results_dir, publish))
+    print(f"Results in {results_dir}" + (" (also benchmarks/RESULTS.md and benchmarks/plots/)" if publish else ""))
+    if runner.failures:
+        print("Failed launches:\n  " + "\n  ".join(runner.failures), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
