@@ -28,6 +28,7 @@ import weakref
 
 import tensorflow as tf
 
+from lockstep.common import basics
 from lockstep.tensorflow import host_ops
 from lockstep.tensorflow.tensors import eager_array, from_array
 
@@ -35,20 +36,23 @@ from lockstep.tensorflow.tensors import eager_array, from_array
 _STARTS_BY_GRAPH = weakref.WeakKeyDictionary()
 
 
-def run(kind, make_host_op, inputs, output_dtypes, output_shapes, name=None, finish=host_ops.finish):
+def run(kind, make_host_op, inputs, output_dtypes, output_shapes, name=None, finish=host_ops.finish,
+        auto_name_suffix=""):
     """Run the collective `make_host_op(resolved_name)` on `inputs` (tensors).
 
     kind: a CamelCase label for graph scopes, e.g. "Allreduce".
     output_dtypes/output_shapes: one per output; shapes may be partially known.
     finish: turns the handles into a list of arrays (or one array, for
     single-output finishers such as host_ops.finish_join).
+    auto_name_suffix: appended to automatic graph names only.
     Returns a list of output tensors.
     """
+    basics.require_initialized()  # while building a graph too, so the error is not deferred to a run
     if tf.executing_eagerly():
         return _run_eagerly(make_host_op(name), inputs, output_dtypes, finish)
     with tf.name_scope(f"Lockstep{kind}") as scope:
         graph = tf.compat.v1.get_default_graph()
-        host_op = make_host_op(name if name is not None else _graph_op_name(graph, scope))
+        host_op = make_host_op(name if name is not None else _graph_op_name(graph, scope) + auto_name_suffix)
         if graph.building_function:
             outputs = _start_and_finish_ops(graph, host_op, inputs, output_dtypes, finish)
         else:

@@ -8,6 +8,7 @@ parameters, partial accumulations) and waits for everything.
 """
 
 import functools
+import hashlib
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, List
@@ -132,10 +133,17 @@ class GradientReducer:
             )
         compressed = [self._settings.compression.compress(grad) for grad in grads]
         handle = mpi_ops.grouped_allreduce_async_(
-            [tensor for tensor, _ in compressed], name=f"allreduce.group.{index}", **self._reduction_arguments()
+            [tensor for tensor, _ in compressed], name=self._group_name(index), **self._reduction_arguments()
         )
         contexts = [(param, context) for param, (_, context) in zip(params, compressed)]
         self._in_flight.append(_Submission(lambda: self._store_group(handle, contexts)))
+
+    def _group_name(self, index):
+        # The digest of the members' names and shapes keeps a group's name stable from
+        # step to step but different for a different grouping (another optimizer), so
+        # one name never stands for two different sets of tensors.
+        members = ";".join(f"{self._names[p]}:{tuple(p.shape)}:{p.dtype}" for p in self._groups[index])
+        return f"allreduce.group.{index}.{hashlib.sha1(members.encode()).hexdigest()[:12]}"
 
     def _submit_sparse(self, param, grad, name):
         """Sparse gradients are summed by gathering every rank's entries."""

@@ -41,16 +41,31 @@ class _DistributedOptimizerMixin:
             self._lockstep_should_synchronize = True
 
     def step(self, closure=None):
+        if closure is not None:
+            # The closure runs the backward pass, so each evaluation (LBFGS makes
+            # several) must be followed by the synchronization.
+            return super().step(self._synchronizing(closure))
+        self._synchronize_before_step()
+        return super().step()
+
+    def _synchronizing(self, closure):
+        def evaluate():
+            loss = closure()
+            self._synchronize_before_step()
+            return loss
+
+        return evaluate
+
+    def _synchronize_before_step(self):
         if self._lockstep_should_synchronize:
             if self._lockstep_synchronized:
                 warnings.warn(
                     "optimizer.step() called after optimizer.synchronize() outside optimizer.skip_synchronize(): "
                     "gradients are synchronized twice; wrap step() in `with optimizer.skip_synchronize():`",
-                    stacklevel=2,
+                    stacklevel=3,
                 )
             self.synchronize()
         self._lockstep_synchronized = False
-        return super().step(closure)
 
     def zero_grad(self, set_to_none=True):
         if self._lockstep_reducer.has_pending():

@@ -33,6 +33,9 @@ def check_shutdown_with_pending_ops(rank, size):
     # Names no other rank submits, so these ops are still pending at shutdown.
     lonely = [hvd.allreduce_async(np.ones(5, np.float32), name=f"pending.{rank}.{i}") for i in range(3)]
     lonely.append(hvd.allgather_async(np.ones((2, 2), np.int32), name=f"pending.gather.{rank}"))
+    # Every rank has submitted its pending ops before any rank shuts down; otherwise an
+    # early shutdown would refuse a late rank's submission instead of failing its handle.
+    hvd.allreduce(np.zeros(1, np.float32), name="all.pending.submitted")
     hvd.shutdown()
     for handle in lonely:
         error = expect_error(hvd.LockstepError, [], hvd.synchronize, handle)
