@@ -2,8 +2,9 @@
 
 The driver runs this once per fusion threshold (LOCKSTEP_FUSION_THRESHOLD, read
 at init). The 161 gradient tensors are allocated and touched first. Then, with
-the peak RSS reset before each phase: a few raw-MPI steps (in place, one call per
-tensor: what MPI itself needs) and a few lockstep steps through the PyTorch
+the peak RSS reset before each phase: a few raw-MPI steps in place (one call per
+tensor, then one call on a concatenated copy: what MPI itself needs for small and
+for fully fused messages) and a few lockstep steps through the PyTorch
 frontend in place (no output tensors, so all growth is lockstep's and the MPI
 calls it makes). Overhead = peak RSS during the phase - RSS before it, the
 largest over ranks. Steady-state step times come along for the plot.
@@ -20,7 +21,7 @@ import harness
 from memory_probe import PeakOverhead
 
 MPI_STEPS = 3
-LOCKSTEP_STEPS = 5
+LOCKSTEP_STEPS = 9
 
 
 def mpi_in_place_step(comm, gradients):
@@ -29,6 +30,16 @@ def mpi_in_place_step(comm, gradients):
     def step():
         for view in views:
             comm.Allreduce(MPI.IN_PLACE, view, op=MPI.SUM)
+
+    return step
+
+
+def mpi_concatenated_in_place_step(comm, gradients):
+    packed = np.empty(sum(tensor.numel() for _, tensor in gradients), np.float32)
+    packed.fill(0.0)  # resident before the baseline, like the gradients
+
+    def step():
+        comm.Allreduce(MPI.IN_PLACE, packed, op=MPI.SUM)
 
     return step
 
@@ -49,14 +60,18 @@ def run(args, ctx):
     gradients = gradient_set.torch_gradients()
     for _, tensor in gradients:
         tensor.fill_(0.0)  # make every page resident before the baseline
+    concatenated_step = mpi_concatenated_in_place_step(ctx.comm, gradients)
     with PeakOverhead() as mpi_probe:
         timed_steps(ctx, mpi_in_place_step(ctx.comm, gradients), MPI_STEPS)
+    with PeakOverhead() as concatenated_probe:
+        timed_steps(ctx, concatenated_step, MPI_STEPS)
     with PeakOverhead() as lockstep_probe:
         seconds = timed_steps(ctx, gradient_set.lockstep_torch_step(gradients), LOCKSTEP_STEPS)
     row = {
         "fusion_threshold_bytes": _env_int("LOCKSTEP_FUSION_THRESHOLD"),
         "chunk_bytes": _env_int("LOCKSTEP_CHUNK_BYTES"),
         "mpi_peak_overhead_bytes": ctx.max_over_ranks(mpi_probe.bytes),
+        "mpi_concatenated_peak_overhead_bytes": ctx.max_over_ranks(concatenated_probe.bytes),
         "lockstep_peak_overhead_bytes": ctx.max_over_ranks(lockstep_probe.bytes),
         "first_step_s": float(seconds[0]),
         "steady_step_median_s": float(np.median(seconds[1:])),

@@ -105,6 +105,8 @@ def plot_memory(memory, path):
               label="lockstep peak RSS overhead")
     axis.plot(positions, [row["mpi_peak_overhead_bytes"] / MIB for row in rows], marker="s",
               label="raw MPI, one call per tensor")
+    axis.plot(positions, [row["mpi_concatenated_peak_overhead_bytes"] / MIB for row in rows], marker="D",
+              label="raw MPI, one concatenated buffer")
     axis.plot(positions, [summary.memory_limit(row) / MIB for row in rows], linestyle="--", color="grey",
               label="fusion threshold + 16 MiB")
     axis.set_yscale("symlog", linthresh=1)

@@ -81,9 +81,10 @@ def memory_section(memory):
                       setting_label(row["chunk_bytes"], "default (1 MiB)"),
                       f"{row['lockstep_peak_overhead_bytes'] / MIB:.1f}",
                       f"{row['mpi_peak_overhead_bytes'] / MIB:.1f}",
+                      f"{row['mpi_concatenated_peak_overhead_bytes'] / MIB:.1f}",
                       f"{row['steady_step_median_s'] * 1e3:.1f}"])
     headers = ["fusion threshold", "chunk size", "lockstep peak RSS overhead (MiB)",
-               "raw MPI per tensor, same tensors (MiB)", "lockstep step (ms)"]
+               "raw MPI per tensor (MiB)", "raw MPI, one concatenated buffer (MiB)", "lockstep step (ms)"]
     return ("### 5. Memory: peak RSS above the gradients themselves during ResNet-50's gradient step "
             "(largest rank; lockstep.torch in place)\n\n" + markdown_table(headers, table))
 

@@ -27,7 +27,7 @@ from launcher import BENCH_DIR, REPO_ROOT, LaunchFailed
 MIB = 1 << 20
 BENCHMARKS = ("latency", "bandwidth", "gradient_step", "training", "memory")
 # Alternating 1- and 2-rank launches spreads the machine's drift over both.
-TRAINING_RANKS = (1, 2, 1, 2)
+TRAINING_RANKS = (1, 2, 1, 2, 1, 2)
 MEMORY_THRESHOLDS_MIB = (0, 1, 4, 16, 64, 128)
 
 

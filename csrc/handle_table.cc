@@ -37,11 +37,17 @@ bool HandleTable::Poll(Handle handle) {
 
 OpResult HandleTable::Wait(Handle handle) {
   std::unique_lock<std::mutex> lock(mutex_);
+  const std::string unknown =
+      "unknown handle " + std::to_string(handle) + " (already waited on?)";
+  if (!slots_.count(handle)) throw Error(unknown);
+  // Look the slot up again after every wake-up: another waiter may have taken it, and
+  // other threads' Allocate() may have rehashed the table.
+  cv_.wait(lock, [&] {
+    auto it = slots_.find(handle);
+    return it == slots_.end() || it->second.done;
+  });
   auto it = slots_.find(handle);
-  if (it == slots_.end()) {
-    throw Error("unknown handle " + std::to_string(handle) + " (already waited on?)");
-  }
-  cv_.wait(lock, [&] { return it->second.done; });
+  if (it == slots_.end()) throw Error(unknown);
   Slot slot = std::move(it->second);
   slots_.erase(it);
   if (!slot.status.ok()) throw Error(slot.status.message());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "half.h"
@@ -13,6 +14,22 @@ template <typename T>
 void ScaleTyped(T* data, int64_t count, double factor) {
   for (int64_t i = 0; i < count; ++i) {
     data[i] = static_cast<T>(static_cast<double>(data[i]) * factor);
+  }
+}
+
+// Integers saturate at their type's range (a cast of an out-of-range double is
+// undefined behaviour), then truncate toward zero.
+template <typename T>
+void ScaleIntegers(T* data, int64_t count, double factor) {
+  const double lo = static_cast<double>(std::numeric_limits<T>::lowest());
+  const double hi = static_cast<double>(std::numeric_limits<T>::max());
+  for (int64_t i = 0; i < count; ++i) {
+    double scaled = static_cast<double>(data[i]) * factor;
+    if (std::isnan(scaled)) scaled = 0;
+    // For int64, `hi` rounds up to 2^63, which itself does not fit: stay below it.
+    data[i] = scaled >= hi ? std::numeric_limits<T>::max()
+              : scaled <= lo ? std::numeric_limits<T>::lowest()
+                             : static_cast<T>(scaled);
   }
 }
 
@@ -48,11 +65,11 @@ void ReduceSixteen(const uint16_t* in, uint16_t* inout, int64_t count, ReduceOp 
 void ScaleInPlace(void* buffer, int64_t count, DataType dtype, double factor) {
   if (factor == 1.0 || count == 0) return;
   switch (dtype) {
-    case DataType::kUInt8: ScaleTyped(static_cast<uint8_t*>(buffer), count, factor); break;
-    case DataType::kInt8: ScaleTyped(static_cast<int8_t*>(buffer), count, factor); break;
-    case DataType::kInt16: ScaleTyped(static_cast<int16_t*>(buffer), count, factor); break;
-    case DataType::kInt32: ScaleTyped(static_cast<int32_t*>(buffer), count, factor); break;
-    case DataType::kInt64: ScaleTyped(static_cast<int64_t*>(buffer), count, factor); break;
+    case DataType::kUInt8: ScaleIntegers(static_cast<uint8_t*>(buffer), count, factor); break;
+    case DataType::kInt8: ScaleIntegers(static_cast<int8_t*>(buffer), count, factor); break;
+    case DataType::kInt16: ScaleIntegers(static_cast<int16_t*>(buffer), count, factor); break;
+    case DataType::kInt32: ScaleIntegers(static_cast<int32_t*>(buffer), count, factor); break;
+    case DataType::kInt64: ScaleIntegers(static_cast<int64_t*>(buffer), count, factor); break;
     case DataType::kFloat32: ScaleTyped(static_cast<float*>(buffer), count, factor); break;
     case DataType::kFloat64: ScaleTyped(static_cast<double*>(buffer), count, factor); break;
     case DataType::kFloat16:

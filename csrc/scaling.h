@@ -8,7 +8,8 @@
 
 namespace lockstep {
 
-// buffer[i] *= factor. Integers compute in double and truncate toward zero.
+// buffer[i] *= factor. Integers compute in double, saturate at the type's range and
+// truncate toward zero.
 void ScaleInPlace(void* buffer, int64_t count, DataType dtype, double factor);
 
 // buffer[i] /= divisor with C++ integer semantics (truncation), exact for int64.

@@ -329,3 +329,19 @@ TEST(ReduceSixteenBitTest, ResultsRoundBackToNearestEven) {
 
 }  // namespace
 }  // namespace lockstep
+
+TEST(ScaleInPlaceSaturation, OutOfRangeIntegersClampToTheTypeRange) {
+  int8_t small[] = {100, -100, 3};
+  lockstep::ScaleInPlace(small, 3, lockstep::DataType::kInt8, 2.0);
+  EXPECT_EQ(small[0], 127);
+  EXPECT_EQ(small[1], -128);
+  EXPECT_EQ(small[2], 6);
+  uint8_t unsigned_values[] = {5, 200};
+  lockstep::ScaleInPlace(unsigned_values, 2, lockstep::DataType::kUInt8, -1.0);
+  EXPECT_EQ(unsigned_values[0], 0);
+  EXPECT_EQ(unsigned_values[1], 0);
+  int64_t big[] = {int64_t{1} << 62, -(int64_t{1} << 62)};
+  lockstep::ScaleInPlace(big, 2, lockstep::DataType::kInt64, 4.0);
+  EXPECT_EQ(big[0], std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(big[1], std::numeric_limits<int64_t>::lowest());
+}

@@ -19,18 +19,29 @@ def broadcast_variables(variables, root_rank, name=None):
     variables = list(variables)
     root_rank = validation.check_root_rank(root_rank, basics.size())
     base = NAMER.name_for("keras.broadcast_variables", validation.check_name(name))
+    _check_same_count(len(variables), base)
     values = [np.array(keras.ops.convert_to_numpy(variable), order="C") for variable in variables]
     handles = [
-        hvd_numpy.broadcast_async(value.reshape(-1).view(np.uint8), root_rank, _member_name(base, index, variable))
-        for index, (variable, value) in enumerate(zip(variables, values))
+        hvd_numpy.broadcast_async(value.reshape(-1).view(np.uint8), root_rank, _member_name(base, index))
+        for index, value in enumerate(values)
     ]
     for variable, value, raw in zip(variables, values, _synchronize_all(handles)):
         variable.assign(raw.view(value.dtype).reshape(value.shape))
 
 
-def _member_name(base, index, variable):
-    # The variable's path makes a mismatch error name the culprit.
-    return f"{base}.{index}:{getattr(variable, 'path', None) or variable.name}"
+def _check_same_count(count, base):
+    """Fail on every rank, instead of waiting forever, when ranks pass different
+    numbers of variables (e.g. different models)."""
+    counts = hvd_numpy.allgather(np.array([count], np.int64), name=f"{base}.count")
+    if np.any(counts != count):
+        raise ValueError(f"broadcast_variables: ranks passed different numbers of variables {counts.tolist()} "
+                         "(rank order); every rank needs the same model and optimizer")
+
+
+def _member_name(base, index):
+    # Not the variable's path: Keras numbers layer names per process, so paths
+    # can differ across ranks (e.g. when only rank 0 loaded a checkpoint).
+    return f"{base}.{index}"
 
 
 def _synchronize_all(handles):

@@ -48,11 +48,13 @@ class GradientReducer:
         self._groups = groups
         self._group_of = {param: index for index, group in enumerate(groups) for param in group}
         self._hook_handles = []
+        self._active = False
         self._reset()
 
     def register_hooks(self):
         # The hooks hold the reducer weakly: a dropped optimizer stops reducing
         # instead of living on through its parameters.
+        self._active = True
         reducer = weakref.ref(self)
         for param in self._params:
             self._hook_handles.append(param.register_hook(functools.partial(_before_accumulation, reducer, param)))
@@ -64,6 +66,8 @@ class GradientReducer:
 
     def synchronize(self):
         """Submit every gradient not yet submitted this step, wait for all, store results."""
+        if not self._active:
+            return  # hooks never registered (a single rank): nothing to average with
         for param in self._params:
             if param not in self._submitted and param not in self._group_of:
                 self._submit_alone(param)

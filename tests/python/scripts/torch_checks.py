@@ -30,7 +30,6 @@ NUMPY_DTYPES = {
     torch.bool: np.dtype(np.bool_),
 }
 ALL_DTYPES = list(NUMPY_DTYPES)
-FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 NUMERIC_DTYPES = [dtype for dtype in ALL_DTYPES if dtype != torch.bool]
 
 

@@ -11,7 +11,7 @@ import torch
 
 import lockstep.torch as hvd
 from rank_checks import average_values, expected_reduction, product_values, rank_values
-from torch_checks import ALL_DTYPES, FLOAT_DTYPES, NUMERIC_DTYPES, NUMPY_DTYPES, assert_tensor_equal, to_torch
+from torch_checks import ALL_DTYPES, NUMERIC_DTYPES, NUMPY_DTYPES, assert_tensor_equal, to_torch
 
 OPS = {"Sum": hvd.Sum, "Average": hvd.Average, "Min": hvd.Min, "Max": hvd.Max, "Product": hvd.Product}
 SHAPES = [(17,), (3, 4), (), (0,), (2, 0, 3)]
@@ -42,10 +42,11 @@ def check_allreduce_forms(rank, size):
                 tensor, expected = reduction_case(dtype, shape, op_name, rank, size)
                 original = tensor.clone()
                 handle = hvd.allreduce_async(tensor, op=OPS[op_name])
-                pending.append((handle, expected, tensor, original, False, f"allreduce_async {dtype} {op_name} {shape}"))
+                what = f"{dtype} {op_name} {shape}"
+                pending.append((handle, expected, tensor, original, False, f"allreduce_async {what}"))
                 target = tensor.clone()
                 handle = hvd.allreduce_async_(target, op=OPS[op_name])
-                pending.append((handle, expected, target, None, True, f"allreduce_async_ {dtype} {op_name} {shape}"))
+                pending.append((handle, expected, target, None, True, f"allreduce_async_ {what}"))
     for handle, expected, tensor, original, in_place, what in pending:
         result = hvd.synchronize(handle)
         assert_tensor_equal(result, expected, what)

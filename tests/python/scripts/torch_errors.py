@@ -37,16 +37,15 @@ def check_still_working(rank, size, after):
 def check_mismatches_across_ranks(rank, size):
     odd = rank == size - 1  # one rank disagrees with the rest
     cases = [
-        ("torch.mismatch.shape", ["shape"], lambda: hvd.allreduce(torch.ones(4 if odd else 3), name="torch.mismatch.shape")),
+        ("torch.mismatch.shape", ["shape"], lambda name: hvd.allreduce(torch.ones(4 if odd else 3), name=name)),
         ("torch.mismatch.dtype", ["data type"],
-         lambda: hvd.allreduce(torch.ones(3, dtype=torch.int32 if odd else torch.float32), name="torch.mismatch.dtype")),
-        ("torch.mismatch.rows", ["shape"], lambda: hvd.allgather(torch.ones(2, 3 if odd else 2), name="torch.mismatch.rows")),
-        ("torch.mismatch.inplace", ["shape"], lambda: hvd.allreduce_(torch.ones(2 if odd else 5), name="torch.mismatch.inplace")),
-        ("torch.mismatch.broadcast", ["shape"],
-         lambda: hvd.broadcast_(torch.ones(1 if odd else 2), 0, name="torch.mismatch.broadcast")),
+         lambda name: hvd.allreduce(torch.ones(3, dtype=torch.int32 if odd else torch.float32), name=name)),
+        ("torch.mismatch.rows", ["shape"], lambda name: hvd.allgather(torch.ones(2, 3 if odd else 2), name=name)),
+        ("torch.mismatch.inplace", ["shape"], lambda name: hvd.allreduce_(torch.ones(2 if odd else 5), name=name)),
+        ("torch.mismatch.broadcast", ["shape"], lambda name: hvd.broadcast_(torch.ones(1 if odd else 2), 0, name=name)),
     ]
     for name, fragments, submit in cases:
-        expect_error(hvd.LockstepError, [name] + fragments, submit)
+        expect_error(hvd.LockstepError, [name] + fragments, submit, name)
         check_still_working(rank, size, name)
     model = nn.Linear(3, 2 if odd else 3)  # a different model on one rank
     optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),

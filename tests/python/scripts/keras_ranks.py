@@ -1,0 +1,63 @@
+"""Rank script for lockstep.keras under the backend named by KERAS_BACKEND
+(tensorflow or torch): every check in one launch, since imports dominate.
+
+argv[1]: a directory shared by the ranks, for the checkpoint.
+"""
+
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def limit_threads():
+    # Two ranks share two cores here; more threads per rank only thrash.
+    if os.environ.get("KERAS_BACKEND") == "torch":
+        import torch
+
+        torch.set_num_threads(1)
+    else:
+        import tensorflow as tf
+
+        tf.config.threading.set_inter_op_parallelism_threads(2)
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+
+
+limit_threads()
+
+import keras  # noqa: E402
+
+import lockstep.keras as hvd  # noqa: E402
+from keras_callback_checks import (  # noqa: E402
+    check_broadcast_overwrites_other_ranks,
+    check_learning_rate_schedule,
+    check_learning_rate_warmup,
+    check_metric_average,
+)
+from keras_training_checks import (  # noqa: E402
+    check_checkpoint_on_rank_zero_and_resume,
+    check_mismatched_shapes_fail_fit,
+    check_optimizers_match_one_process,
+    check_wrapper_properties,
+)
+from rank_checks import run_main  # noqa: E402
+
+
+def main():
+    hvd.init()
+    rank, size = hvd.rank(), hvd.size()
+    assert keras.backend.backend() == os.environ["KERAS_BACKEND"], keras.backend.backend()
+    check_wrapper_properties()
+    check_optimizers_match_one_process(rank, size)
+    check_broadcast_overwrites_other_ranks(rank, size)
+    check_metric_average(rank, size)
+    check_learning_rate_warmup(rank, size)
+    check_learning_rate_schedule(rank, size)
+    check_checkpoint_on_rank_zero_and_resume(rank, size, sys.argv[1])
+    message = check_mismatched_shapes_fail_fit(rank, size)
+    print(f"rank {rank}: fit failed as expected: {message[:1500]}", flush=True)
+    hvd.shutdown()
+
+
+if __name__ == "__main__":
+    run_main(main)

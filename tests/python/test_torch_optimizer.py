@@ -1,0 +1,15 @@
+"""lockstep.torch training: DistributedOptimizer matches single-process training,
+join() with uneven data, and broadcast of parameters and optimizer state, on 2
+and 3 ranks (one mpirun job per rank count)."""
+
+from mpi_harness import run_ranks
+
+
+def test_distributed_optimizer_join_and_state_broadcast(num_ranks):
+    run = run_ranks("torch_suite.py", num_ranks, timeout=240, args=["optimizer", "state"])
+    run.assert_all_ranks_passed(num_ranks)
+
+
+def test_grouped_allreduce_reusing_a_name_with_one_member_changed():
+    run = run_ranks("torch_suite.py", 2, timeout=90, args=["group_name_reuse"])
+    run.assert_all_ranks_passed(2)
