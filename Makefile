@@ -22,7 +22,7 @@ PYTHON := $(VENV)/bin/python
 PIP := $(PYTHON) -m pip
 BUILD_DIR := build
 JOBS ?= 2
-FRAMEWORK ?= numpy
+FRAMEWORK ?= torch
 DEMO_ARGS ?=
 APT_PACKAGES := openmpi-bin libopenmpi-dev dataset-fashion-mnist libgtest-dev cmake g++ make \
                 clang-format python3-dev

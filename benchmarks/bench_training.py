@@ -11,6 +11,7 @@ scaling efficiency throughput(2) / (2 x throughput(1)).
 import numpy as np
 import torch
 import torch.nn.functional as F
+from mpi4py import MPI
 from torch.nn.parallel import DistributedDataParallel
 
 import harness
@@ -61,7 +62,17 @@ def make_variants(ctx, batches, steps):
         "lockstep DistributedOptimizer": (lockstep_model, lockstep_optimizer),
         "torch DDP (gloo)": (ddp, ddp_optimizer),
     }
-    return {name: _block(model, optimizer, batches, steps) for name, (model, optimizer) in models.items()}
+    blocks = {name: _block(model, optimizer, batches, steps) for name, (model, optimizer) in models.items()}
+    return blocks, {name: model for name, (model, _) in models.items()}
+
+
+def parameters_agree(ctx, model):
+    """True when this model's parameters are the same on every rank: the check that
+    a synchronizing variant really averaged the gradients (ranks see different data)."""
+    local = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
+    on_root = local.copy()
+    ctx.comm.Bcast(on_root, root=0)
+    return bool(ctx.comm.allreduce(int(np.allclose(local, on_root, rtol=1e-6, atol=1e-7)), op=MPI.MIN))
 
 
 def _block(model, optimizer, batches, steps):
@@ -82,15 +93,17 @@ def run(args, ctx):
     else:
         batches = synthetic_batches(ctx.rank, BATCH_SIZE)
     rounds, steps = (2, 5) if args.quick else (args.rounds, args.steps)
-    variants = make_variants(ctx, batches, steps)
+    variants, models = make_variants(ctx, batches, steps)
     samples = harness.run_interleaved(ctx, variants, rounds=rounds, reps=1, warmup=1)
     samples_per_block = BATCH_SIZE * ctx.size * steps
     rows = []
     for name, seconds in samples.items():
         throughput = samples_per_block / np.asarray(seconds)
+        in_sync = parameters_agree(ctx, models[name])
         rows.append({"variant": name, "throughput_per_block": throughput.tolist(),
-                     "median_samples_per_s": float(np.median(throughput))})
-        ctx.log(f"{ctx.size} rank(s), {name}: {np.median(throughput):.0f} samples/s")
+                     "median_samples_per_s": float(np.median(throughput)), "parameters_in_sync": in_sync})
+        ctx.log(f"{ctx.size} rank(s), {name}: {np.median(throughput):.0f} samples/s, "
+                f"parameters {'identical' if in_sync else 'differ'} across ranks")
     ctx.write_json(args.out, {"benchmark": "training", "data": args.data, "batch_per_rank": BATCH_SIZE,
                               "steps_per_block": steps, "rows": rows})
 

@@ -63,14 +63,16 @@ def training_section(training):
     numbers = summary.training_summary(training)
     table = []
     for name, values in numbers.items():
+        in_sync = {True: "yes", False: "no", None: "-"}[values.get("in_sync")]
         table.append([name, _number(values.get(1), "{:.0f}"), _number(values.get(2), "{:.0f}"),
-                      _number(values.get("efficiency"), "{:.2f}"), _number(values.get("efficiency_vs_plain"), "{:.2f}")])
+                      _number(values.get("efficiency"), "{:.2f}"), _number(values.get("efficiency_vs_plain"), "{:.2f}"),
+                      in_sync])
     launches = training["launches"]
     detail = (f"batch {launches[0]['batch_per_rank']} per rank, {launches[0]['data']} data, "
               f"{len(launches)} launches alternating 1 and 2 ranks, medians of "
               f"{launches[0]['steps_per_block']}-step blocks")
     headers = ["variant", "1 rank (samples/s)", "2 ranks (samples/s)", "scaling efficiency",
-               "vs. 1 rank without communication"]
+               "vs. 1 rank without communication", "weights identical on both ranks"]
     return f"### 4. Training throughput: Fashion-MNIST convnet ({detail})\n\n" + markdown_table(headers, table)
 
 

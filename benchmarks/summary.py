@@ -35,15 +35,20 @@ def find_row(rows, variant, **match):
 
 
 def training_summary(training):
-    """{variant: {1: samples/s, 2: samples/s, efficiency, efficiency_vs_plain}} pooled
-    over all launches at each rank count (median of the timed blocks)."""
-    pooled = {}
+    """{variant: {1: samples/s, 2: samples/s, efficiency, efficiency_vs_plain, in_sync}}
+    pooled over all launches at each rank count (median of the timed blocks);
+    in_sync: the parameters ended identical on all ranks in every 2-rank launch."""
+    pooled, in_sync = {}, {}
     for launch in training["launches"]:
         for row in launch["rows"]:
             per_ranks = pooled.setdefault(row["variant"], {})
             per_ranks.setdefault(launch["ranks"], []).extend(row["throughput_per_block"])
+            if launch["ranks"] > 1:
+                in_sync[row["variant"]] = in_sync.get(row["variant"], True) and row["parameters_in_sync"]
     summary = {name: {ranks: float(np.median(values)) for ranks, values in per_ranks.items()}
                for name, per_ranks in pooled.items()}
+    for name, agreed in in_sync.items():
+        summary[name]["in_sync"] = agreed
     plain_one = summary.get(NO_COMMUNICATION, {}).get(1)
     for numbers in summary.values():
         if 1 in numbers and 2 in numbers:

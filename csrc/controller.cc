@@ -54,16 +54,31 @@ Controller::Controller(MPI_Comm comm, const Topology& topology, const Config& co
   }
 }
 
-void Controller::Admit(const Request& request) {
+int32_t Controller::CacheHit(const Request& request) const {
   const bool cacheable = request.op != OpType::kJoin && request.op != OpType::kBarrier;
   int32_t id = -1;
-  if (cacheable && cache_.enabled() && !cache_paused_ &&
-      cache_.Find(request, topology_.rank, topology_.size, &id) ==
-          ResponseCache::Lookup::kHit) {
-    cached_pending_[id] = request;
-    return;
+  if (!cacheable || !cache_.enabled() || cache_paused_) return -1;
+  return cache_.Find(request, topology_.rank, topology_.size, &id) == ResponseCache::Lookup::kHit
+             ? id
+             : -1;
+}
+
+void Controller::Admit(const std::vector<Request>& batch) {
+  std::map<int64_t, bool> group_all_hit;  // group id -> every member is a cache hit
+  for (const Request& request : batch) {
+    if (request.group_id == 0) continue;
+    auto [it, inserted] = group_all_hit.try_emplace(request.group_id, true);
+    it->second = it->second && CacheHit(request) >= 0;
   }
-  unsent_.push_back(request);
+  for (const Request& request : batch) {
+    const int32_t id = CacheHit(request);
+    const bool as_cached = id >= 0 && (request.group_id == 0 || group_all_hit[request.group_id]);
+    if (as_cached) {
+      cached_pending_[id] = request;
+    } else {
+      unsent_.push_back(request);
+    }
+  }
 }
 
 NegotiationResult Controller::Negotiate(bool shutdown_requested, bool joined, bool has_pending) {

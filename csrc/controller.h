@@ -31,9 +31,10 @@ class Controller {
   using Clock = std::chrono::steady_clock;
   Controller(MPI_Comm comm, const Topology& topology, const Config& config, const Logger& logger);
 
-  // Files a new local request for the next cycle: one cache bit when the cache knows
-  // it exactly, otherwise a full request.
-  void Admit(const Request& request);
+  // Files new local requests for the next cycle: one cache bit each when the cache
+  // knows them exactly, otherwise full requests. A group goes one way as a whole, so
+  // the coordinator always sees all of its members or none.
+  void Admit(const std::vector<Request>& batch);
   NegotiationResult Negotiate(bool shutdown_requested, bool joined, bool has_pending);
   bool HasUnsent() const { return !unsent_.empty(); }
 
@@ -49,6 +50,7 @@ class Controller {
   void ApplyCacheUpdates(const ResponseList& list);
   void ResendInFull(int32_t cache_id);
   bool StallCheckDue();
+  int32_t CacheHit(const Request& request) const;  // slot id, or -1
 
   MPI_Comm comm_;
   Topology topology_;

@@ -125,15 +125,19 @@ void Engine::UpdateBackoff(bool made_progress, bool all_ranks_waiting) {
 }
 
 void Engine::AdmitNewEntries() {
-  for (TensorEntry& entry : queue_.PopAll()) {
+  std::vector<TensorEntry> entries = queue_.PopAll();
+  if (entries.empty()) return;
+  std::vector<Request> batch;
+  for (TensorEntry& entry : entries) {
     if (entry.request.op == OpType::kJoin) joined_ = true;
     if (timeline_.active()) {
       timeline_.Begin(entry.request.name, std::string("NEGOTIATE_") + OpTypeName(entry.request.op));
     }
-    controller_.Admit(entry.request);
+    batch.push_back(entry.request);
     std::string name = entry.request.name;
     pending_.emplace(std::move(name), std::move(entry));
   }
+  controller_.Admit(batch);
 }
 
 void Engine::Execute(const std::vector<Response>& planned) {

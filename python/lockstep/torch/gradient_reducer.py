@@ -29,14 +29,6 @@ class ReductionSettings:
     sparse_as_dense: bool
 
 
-@dataclass
-class _Submission:
-    """One in-flight allreduce (of one gradient or a group); complete() waits for it
-    and stores the reduced gradients."""
-
-    complete: Callable[[], None]
-
-
 class GradientReducer:
     def __init__(self, named_parameters, settings, backward_passes_per_step, groups):
         """named_parameters: (name, parameter) pairs to reduce; groups: lists of
@@ -68,23 +60,20 @@ class GradientReducer:
         """Submit every gradient not yet submitted this step, wait for all, store results."""
         if not self._active:
             return  # hooks never registered (a single rank): nothing to average with
+        try:
+            self._submit_remaining()
+        finally:
+            in_flight = self._in_flight
+            self._reset()
+            _complete_all(in_flight)
+
+    def _submit_remaining(self):
         for param in self._params:
             if param not in self._submitted and param not in self._group_of:
                 self._submit_alone(param)
         for index in range(len(self._groups)):
             if not self._groups_submitted[index]:
                 self._submit_group(index)
-        in_flight = self._in_flight
-        self._reset()
-        first_error = None
-        # Wait for every submission even after a failure, so none is left pending.
-        for submission in in_flight:
-            try:
-                submission.complete()
-            except Exception as error:  # noqa: BLE001 - re-raised below
-                first_error = first_error or error
-        if first_error is not None:
-            raise first_error
 
     # Hooks.
 
@@ -122,7 +111,7 @@ class GradientReducer:
             return
         compressed, context = self._settings.compression.compress(grad)
         handle = mpi_ops.allreduce_async_(compressed, name=name, **self._reduction_arguments())
-        self._in_flight.append(_Submission(lambda: self._store(handle, [(param, context)])))
+        self._in_flight.append(lambda: self._store(handle, [(param, context)]))
 
     def _submit_group(self, index):
         params = self._groups[index]
@@ -140,7 +129,7 @@ class GradientReducer:
             [tensor for tensor, _ in compressed], name=self._group_name(index), **self._reduction_arguments()
         )
         contexts = [(param, context) for param, (_, context) in zip(params, compressed)]
-        self._in_flight.append(_Submission(lambda: self._store_group(handle, contexts)))
+        self._in_flight.append(lambda: self._store_group(handle, contexts))
 
     def _group_name(self, index):
         # The digest of the members' names and shapes keeps a group's name stable from
@@ -165,7 +154,7 @@ class GradientReducer:
                 gathered_indices.t(), gathered_values * scale, grad.shape
             ).coalesce()
 
-        return _Submission(complete)
+        return complete
 
     def _dense_or_sparse_gradient(self, param):
         # A parameter this rank did not use still takes part with zeros: another rank
@@ -204,7 +193,21 @@ class GradientReducer:
         self._groups_submitted = [False] * len(self._groups)
         self._submitted = set()
         self._touched = set()
-        self._in_flight: List[_Submission] = []
+        # Each entry waits for one submission and stores its reduced gradients.
+        self._in_flight: List[Callable[[], None]] = []
+
+
+def _complete_all(completions):
+    """Run every completion, even after one fails, so no op is left pending; then
+    raise the first failure."""
+    first_error = None
+    for complete in completions:
+        try:
+            complete()
+        except Exception as error:  # noqa: BLE001 - re-raised below
+            first_error = first_error or error
+    if first_error is not None:
+        raise first_error
 
 
 def _before_accumulation(reducer_ref, param, grad):

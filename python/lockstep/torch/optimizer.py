@@ -99,6 +99,8 @@ def DistributedOptimizer(  # noqa: N802 - Horovod's name for this factory
     basics.require_initialized()
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+    if isinstance(optimizer, _DistributedOptimizerMixin):
+        raise ValueError("optimizer is already a DistributedOptimizer; wrap the plain optimizer only once")
     settings = _reduction_settings(compression, op, gradient_predivide_factor, sparse_as_dense)
     passes = validation.as_int(backward_passes_per_step, "backward_passes_per_step")
     if passes < 1:

@@ -56,9 +56,16 @@ def check_mismatches_across_ranks(rank, size):
 
 
 def check_name_in_flight(rank, size):
-    handle = hvd.allreduce_async(torch.ones(2), name="torch.busy")
-    expect_error(hvd.LockstepError, ["torch.busy"], hvd.allreduce_async, torch.ones(2), name="torch.busy")
-    assert_tensor_equal(hvd.synchronize(handle), torch.ones(2), "the first submission still completes")
+    """Reusing a name while it is in flight is refused. The first submission provably
+    cannot complete before the duplicate: rank 0 submits the others' first name only
+    after a gate op, and they submit rank 0's first name only after it too."""
+    first, second = ("torch.busy.b", "torch.busy.a") if rank == 0 else ("torch.busy.a", "torch.busy.b")
+    first_handle = hvd.allreduce_async(torch.ones(2), op=hvd.Sum, name=first)
+    expect_error(hvd.LockstepError, [first], hvd.allreduce_async_, torch.ones(2), name=first)
+    hvd.barrier()
+    second_handle = hvd.allreduce_async(torch.ones(2), op=hvd.Sum, name=second)
+    for handle, name in [(first_handle, first), (second_handle, second)]:
+        assert_tensor_equal(hvd.synchronize(handle), torch.full((2,), float(size)), f"{name} completes")
 
 
 def check_unsupported_tensors(rank, size):
@@ -114,6 +121,8 @@ def check_optimizer_misuse(rank, size):
                  named_parameters=[p for _, p in named])
     expect_error(TypeError, ["named_parameters"], hvd.DistributedOptimizer, sgd, named_parameters=5)
     expect_error(TypeError, ["torch.optim.Optimizer"], hvd.DistributedOptimizer, model)
+    expect_error(ValueError, ["already a DistributedOptimizer"], hvd.DistributedOptimizer,
+                 hvd.DistributedOptimizer(torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=0.1)))
     expect_error(ValueError, ["adasum"], hvd.DistributedOptimizer, sgd, op=hvd.Adasum)
     expect_error(ValueError, ["max"], hvd.DistributedOptimizer, sgd, op=hvd.Max)
     expect_error(ValueError, ["gradient_predivide_factor", "average"], hvd.DistributedOptimizer, sgd,
