@@ -7,25 +7,7 @@
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
 """
 
-from lockstep.common.basics import (
-    cross_rank,
-    cross_size,
-    init,
-    is_initialized,
-    local_rank,
-    local_size,
-    mpi_built,
-    mpi_enabled,
-    mpi_threads_supported,
-    nccl_built,
-    rank,
-    shutdown,
-    size,
-    start_timeline,
-    stop_timeline,
-)
-from lockstep.common.exceptions import HorovodInternalError, LockstepError, NotInitializedError
-from lockstep.common.ops import Adasum, Average, Max, Min, Product, Sum
+from lockstep.common.api import *  # noqa: F401,F403 (the shared public names)
 from lockstep.torch.autograd import allgather, allreduce, alltoall, broadcast, grouped_allreduce, reducescatter
 from lockstep.torch.build_info import ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled, rocm_built
 from lockstep.torch.compression import Compression

@@ -1,0 +1,31 @@
+"""The public names every frontend module shares: life cycle, topology, reduce-op
+constants and exceptions. Frontends re-export this list with a star import so that
+`hvd.rank()` or `hvd.Sum` work the same whichever frontend `hvd` is."""
+
+from lockstep.common.basics import (
+    cross_rank,
+    cross_size,
+    init,
+    is_initialized,
+    local_rank,
+    local_size,
+    mpi_built,
+    mpi_enabled,
+    mpi_threads_supported,
+    nccl_built,
+    rank,
+    shutdown,
+    size,
+    start_timeline,
+    stop_timeline,
+)
+from lockstep.common.exceptions import HorovodInternalError, LockstepError, NotInitializedError
+from lockstep.common.ops import Adasum, Average, Max, Min, Product, Sum
+
+__all__ = [
+    "cross_rank", "cross_size", "init", "is_initialized", "local_rank", "local_size",
+    "mpi_built", "mpi_enabled", "mpi_threads_supported", "nccl_built", "rank", "shutdown",
+    "size", "start_timeline", "stop_timeline",
+    "HorovodInternalError", "LockstepError", "NotInitializedError",
+    "Adasum", "Average", "Max", "Min", "Product", "Sum",
+]
