@@ -58,7 +58,7 @@ def run(args, ctx):
     for size_bytes in SIZES_BYTES:
         samples = harness.run_interleaved(ctx, make_variants(ctx, size_bytes, with_torch), rounds, reps, warmup=20)
         for variant, seconds in samples.items():
-            rows.append(dict(harness.summarize(seconds), size_bytes=size_bytes, variant=variant))
+            rows.append(dict(harness.summarize(seconds, reps), size_bytes=size_bytes, variant=variant))
         ctx.log(_progress_line(size_bytes, samples))
     ctx.write_json(args.out, {"benchmark": "latency", "rounds": rounds, "reps": reps, "rows": rows})
 

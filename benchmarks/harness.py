@@ -91,16 +91,25 @@ def _timed(ctx, operation, reps):
     return seconds
 
 
-def summarize(seconds):
-    """Median, p90, min and mean of a sample of durations, in seconds."""
+def summarize(seconds, round_size=None):
+    """Median, p90, min and mean of a sample of durations, in seconds.
+
+    With `round_size` (ops per round, as run_interleaved recorded them) also the
+    median of the quietest round: other work on a shared machine comes and goes,
+    and this shows what the code does when it is left alone.
+    """
     seconds = np.asarray(seconds, dtype=np.float64)
-    return {
+    summary = {
         "median_s": float(np.median(seconds)),
         "p90_s": float(np.percentile(seconds, 90)),
         "min_s": float(np.min(seconds)),
         "mean_s": float(np.mean(seconds)),
         "samples": int(seconds.size),
     }
+    if round_size:
+        rounds = seconds[: seconds.size - seconds.size % round_size].reshape(-1, round_size)
+        summary["best_round_median_s"] = float(np.min(np.median(rounds, axis=1)))
+    return summary
 
 
 @contextlib.contextmanager

@@ -137,7 +137,10 @@ def write_outputs(results, results_dir, publish):
 
 
 def _point_latest_at(results_dir):
-    latest = os.path.join(REPO_ROOT, "results", "latest")
+    results_root = os.path.join(REPO_ROOT, "results")
+    if os.path.dirname(results_dir) != results_root:
+        return  # a run written elsewhere (--results-dir) is not "the latest" of results/
+    latest = os.path.join(results_root, "latest")
     if os.path.islink(latest):
         os.remove(latest)
     if not os.path.exists(latest):

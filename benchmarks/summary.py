@@ -35,7 +35,7 @@ def find_row(rows, variant, **match):
 
 
 def training_summary(training):
-    """{variant: {1: samples/s, 2: samples/s, efficiency, efficiency_vs_plain, in_sync}}
+    """{variant: {1: samples/s, 2: samples/s, efficiency, efficiency_vs_plain, efficiency_best, in_sync}}
     pooled over all launches at each rank count (median of the timed blocks);
     in_sync: the parameters ended identical on all ranks in every 2-rank launch."""
     pooled, in_sync = {}, {}
@@ -47,6 +47,10 @@ def training_summary(training):
                 in_sync[row["variant"]] = in_sync.get(row["variant"], True) and row["parameters_in_sync"]
     summary = {name: {ranks: float(np.median(values)) for ranks, values in per_ranks.items()}
                for name, per_ranks in pooled.items()}
+    for name, per_ranks in pooled.items():
+        if 1 in per_ranks and 2 in per_ranks:
+            # The fastest blocks are the ones other work on the machine disturbed least.
+            summary[name]["efficiency_best"] = max(per_ranks[2]) / (2 * max(per_ranks[1]))
     for name, agreed in in_sync.items():
         summary[name]["in_sync"] = agreed
     plain_one = summary.get(NO_COMMUNICATION, {}).get(1)
@@ -98,7 +102,8 @@ def _latency_targets(rows):
         row = find_row(rows, name, size_bytes=4)
         checks.append({
             "target": f"4 B allreduce median <= 30 us ({name})",
-            "measured": f"{row['median_s'] * 1e6:.1f} us (p90 {row['p90_s'] * 1e6:.1f} us)",
+            "measured": f"{row['median_s'] * 1e6:.1f} us (p90 {row['p90_s'] * 1e6:.1f} us; "
+                        f"quietest round {row['best_round_median_s'] * 1e6:.1f} us)",
             "held": row["median_s"] <= LATENCY_TARGET_S,
         })
     return checks
@@ -139,7 +144,8 @@ def _training_targets(summary):
         return []
     return [{
         "target": "training scaling efficiency >= 0.95 (DistributedOptimizer)",
-        "measured": f"{numbers['efficiency']:.2f} ({numbers[1]:.0f} -> {numbers[2]:.0f} samples/s)",
+        "measured": f"{numbers['efficiency']:.2f} ({numbers[1]:.0f} -> {numbers[2]:.0f} samples/s; "
+                    f"fastest blocks {numbers['efficiency_best']:.2f})",
         "held": numbers["efficiency"] >= SCALING_TARGET,
     }]
 

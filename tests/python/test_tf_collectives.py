@@ -12,10 +12,10 @@ def test_tensorflow_frontend(num_ranks):
 
 
 def test_regrouped_tensor_names_complete():
-    """Core bug at the time of writing: a group whose name returns with some
-    members in the response cache and some not never completes (the cached ones
-    bypass the coordinator, which waits for all group_size members). The stall
-    settings turn the hang into a quick failure."""
+    """A group whose name returns with some members in the response cache and
+    some not must still complete (it once hung: the cached members bypassed the
+    coordinator, which waited for all of them). The stall settings turn a hang
+    into a quick failure."""
     run = run_ranks("tf_regroup.py", 2, timeout=90,
                     env={"LOCKSTEP_STALL_CHECK_TIME_SECONDS": "2", "LOCKSTEP_STALL_SHUTDOWN_TIME_SECONDS": "5"})
     run.assert_all_ranks_passed(2)

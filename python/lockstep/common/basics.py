@@ -1,9 +1,13 @@
 """Life cycle and topology queries, shared by every frontend."""
 
+import atexit
 import os
 
 from lockstep import _core
 from lockstep.common.exceptions import NotInitializedError
+
+
+_exit_hook_registered = False
 
 
 def init(comm=None):
@@ -17,6 +21,13 @@ def init(comm=None):
             f"or list of ranks (got comm={comm!r}); call init() without arguments"
         )
     _core.init()
+    global _exit_hook_registered
+    if not _exit_hook_registered:
+        # Python runs atexit hooks in reverse order of registration, so this runs
+        # before mpi4py's MPI_Finalize hook (registered when mpi4py was imported);
+        # lockstep's C-level hook would run too late and touch a finalized MPI.
+        atexit.register(_core.shutdown)
+        _exit_hook_registered = True
 
 
 def shutdown():

@@ -12,25 +12,7 @@ Save checkpoints and logs on rank 0 only (e.g. add ModelCheckpoint there), and
 resume with load_model plus BroadcastGlobalVariablesCallback.
 """
 
-from lockstep.common.basics import (
-    cross_rank,
-    cross_size,
-    init,
-    is_initialized,
-    local_rank,
-    local_size,
-    mpi_built,
-    mpi_enabled,
-    mpi_threads_supported,
-    nccl_built,
-    rank,
-    shutdown,
-    size,
-    start_timeline,
-    stop_timeline,
-)
-from lockstep.common.exceptions import HorovodInternalError, LockstepError, NotInitializedError
-from lockstep.common.ops import Adasum, Average, Max, Min, Product, Sum
+from lockstep.common.api import *  # noqa: F401,F403 (the shared public names)
 from lockstep.keras.callbacks import BroadcastGlobalVariablesCallback, MetricAverageCallback
 from lockstep.keras.collectives import allgather, allreduce, broadcast
 from lockstep.keras.compression import Compression

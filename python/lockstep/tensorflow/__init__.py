@@ -12,25 +12,7 @@ cannot compile the host calls they make). Pickled-object collectives run on the
 host and are shared with lockstep.numpy.
 """
 
-from lockstep.common.basics import (
-    cross_rank,
-    cross_size,
-    init,
-    is_initialized,
-    local_rank,
-    local_size,
-    mpi_built,
-    mpi_enabled,
-    mpi_threads_supported,
-    nccl_built,
-    rank,
-    shutdown,
-    size,
-    start_timeline,
-    stop_timeline,
-)
-from lockstep.common.exceptions import HorovodInternalError, LockstepError, NotInitializedError
-from lockstep.common.ops import Adasum, Average, Max, Min, Product, Sum
+from lockstep.common.api import *  # noqa: F401,F403 (the shared public names)
 from lockstep.numpy.mpi_ops import allgather_object, broadcast_object
 from lockstep.tensorflow.compression import Compression
 from lockstep.tensorflow.gradient_tape import DistributedGradientTape

@@ -154,10 +154,6 @@ def _grouped_allreduce(tensors, scaling, name):
             [x.dtype for x in xs],
             [x.shape for x in xs],
             name,
-            # Functions sharing a Python name share graph names; the member count
-            # keeps differently sized groups apart (the core cannot re-form a group
-            # whose members are partly in its response cache).
-            auto_name_suffix=f".{len(xs)}members",
         )
 
         def backward(*dys):

@@ -7,13 +7,8 @@ handles at once) and a finish (blocks in the core's wait with the GIL released).
 Both are marked independent for automatic control dependencies, which otherwise
 chain every stateful op in program order and would run one collective after
 another. Independent collectives of one function can then all be enqueued
-before any finish blocks, so the core negotiates and fuses them together.
-
-Deadlock freedom with a small inter-op thread pool: a finish blocks a TensorFlow
-thread, so every finish gets control inputs on all starts created before it in
-the same graph. Then a rank blocked in the finish of collective i has enqueued
-collectives 1..i; the lowest-numbered collective anyone is blocked on has been
-enqueued everywhere, so it completes and the ranks move on.
+before any finish blocks, so the core negotiates and fuses them together;
+graph_ordering adds the control edges that keep this deadlock-free and fused.
 
 Plain (tf.compat.v1) graphs run only the subgraph a session fetches, so forcing
 earlier starts to run there would be wrong; there each collective is a single op.
@@ -24,27 +19,22 @@ name and the op's graph-unique name scope, so they match across ranks however
 TensorFlow schedules the ops and however often a function is retraced.
 """
 
-import weakref
-
 import tensorflow as tf
+from tensorflow.python.ops import control_flow_util  # only to detect XLA compilation early
 
 from lockstep.common import basics
 from lockstep.tensorflow import host_ops
+from lockstep.tensorflow.graph_ordering import collectives_of
 from lockstep.tensorflow.tensors import eager_array, from_array
 
-# Start ops created so far in each function graph, in creation order.
-_STARTS_BY_GRAPH = weakref.WeakKeyDictionary()
 
-
-def run(kind, make_host_op, inputs, output_dtypes, output_shapes, name=None, finish=host_ops.finish,
-        auto_name_suffix=""):
+def run(kind, make_host_op, inputs, output_dtypes, output_shapes, name=None, finish=host_ops.finish):
     """Run the collective `make_host_op(resolved_name)` on `inputs` (tensors).
 
     kind: a CamelCase label for graph scopes, e.g. "Allreduce".
     output_dtypes/output_shapes: one per output; shapes may be partially known.
     finish: turns the handles into a list of arrays (or one array, for
     single-output finishers such as host_ops.finish_join).
-    auto_name_suffix: appended to automatic graph names only.
     Returns a list of output tensors.
     """
     basics.require_initialized()  # while building a graph too, so the error is not deferred to a run
@@ -52,7 +42,8 @@ def run(kind, make_host_op, inputs, output_dtypes, output_shapes, name=None, fin
         return _run_eagerly(make_host_op(name), inputs, output_dtypes, finish)
     with tf.name_scope(f"Lockstep{kind}") as scope:
         graph = tf.compat.v1.get_default_graph()
-        host_op = make_host_op(name if name is not None else _graph_op_name(graph, scope) + auto_name_suffix)
+        _refuse_xla(graph)
+        host_op = make_host_op(name if name is not None else _graph_op_name(graph, scope))
         if graph.building_function:
             outputs = _start_and_finish_ops(graph, host_op, inputs, output_dtypes, finish)
         else:
@@ -60,6 +51,15 @@ def run(kind, make_host_op, inputs, output_dtypes, output_shapes, name=None, fin
     for output, shape in zip(outputs, output_shapes):
         output.set_shape(shape)
     return outputs
+
+
+def _refuse_xla(graph):
+    if control_flow_util.GraphOrParentsInXlaContext(graph):
+        raise RuntimeError(
+            "lockstep collectives run on the host and cannot be compiled by XLA: use "
+            "tf.function(jit_compile=False), or model.compile(..., jit_compile=False) in Keras "
+            "(Keras turns XLA on by default when a GPU is visible)"
+        )
 
 
 def _run_eagerly(host_op, inputs, output_dtypes, finish):
@@ -70,11 +70,14 @@ def _run_eagerly(host_op, inputs, output_dtypes, finish):
 
 def _start_and_finish_ops(graph, host_op, inputs, output_dtypes, finish):
     handles = tf.numpy_function(host_op.start, list(inputs), tf.int64, stateful=True, name="start")
-    starts = _STARTS_BY_GRAPH.setdefault(graph, [])
-    starts.append(handles.op)
-    with tf.control_dependencies(starts):
+    collectives = collectives_of(graph)
+    collectives.add_start(handles.op)
+    with tf.control_dependencies(collectives.starts):
         outputs = tf.numpy_function(finish, [handles], list(output_dtypes), stateful=True, name="finish")
-    _mark_independent(graph, [handles.op] + _producing_ops(outputs))
+    finish_ops = _producing_ops(outputs)
+    for finish_op in finish_ops:
+        collectives.add_finish(finish_op)
+    _mark_independent(graph, [handles.op] + finish_ops)
     return outputs
 
 

@@ -17,10 +17,10 @@ def make_model(seed, hidden=8, outputs=CLASSES):
     ])
 
 
-def compile_model(model, optimizer):
+def compile_model(model, optimizer, **options):
     model.compile(optimizer=optimizer,
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"])
+                  metrics=["accuracy"], **options)
     return model
 
 

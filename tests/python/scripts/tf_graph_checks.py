@@ -119,6 +119,8 @@ def check_errors(rank, size):
     expect_error(tf.errors.OpError, ["tf.mismatch.graph", "shape"], mismatched)
     assert_equal(hvd.allreduce(tf.constant([1.0]), op=hvd.Sum).numpy(), np.array([size], np.float32),
                  "collectives keep working after errors")
+    expect_error(RuntimeError, ["XLA", "jit_compile=False"],
+                 tf.function(lambda: hvd.allreduce(tf.ones([2])), jit_compile=True))
     expect_error(TypeError, ["uint32", "supported"], hvd.allreduce, tf.constant([1], tf.uint32))
     expect_error(TypeError, ["complex64"], hvd.allgather, tf.constant([1j], tf.complex64))
     expect_error(ValueError, ["reducescatter", "Min"], hvd.reducescatter, tf.ones([2, 2]), op=hvd.Min)

@@ -1,6 +1,6 @@
 """A grouped allreduce whose name comes back with different members: the core
 must renegotiate the whole group, whether or not some members are in its
-response cache. (Fails at the time of writing: see test_tf_collectives.py.)"""
+response cache (a regression test: see test_tf_collectives.py)."""
 
 import os
 
