@@ -81,6 +81,14 @@ void BindResult(py::module_& m) {
 
 Topology Topo() { return GetTopology(); }
 
+// Small ops are often done by the time the caller waits; handing the GIL back and
+// forth would then cost more than the op itself.
+OpResult WaitReleasingGil(Handle handle) {
+  if (Poll(handle)) return Wait(handle);
+  py::gil_scoped_release release;
+  return Wait(handle);
+}
+
 // The data address of any object exporting a contiguous buffer (numpy arrays,
 // including ml_dtypes' bfloat16). Several times cheaper than numpy's
 // __array_interface__, and it runs on every op.
@@ -123,5 +131,5 @@ PYBIND11_MODULE(_core, m) {
   m.def("enqueue", &Enqueue, py::arg("spec"));
   m.def("enqueue_group", &EnqueueGroup, py::arg("specs"));
   m.def("poll", &Poll, py::arg("handle"));
-  m.def("wait", &Wait, py::arg("handle"), py::call_guard<py::gil_scoped_release>());
+  m.def("wait", &WaitReleasingGil, py::arg("handle"));
 }
