@@ -139,7 +139,7 @@ def _allreduce(tensor, scaling, name):
         (y,) = op_builder.run(
             "Allreduce", lambda n: host_ops.Allreduce(scaling, n, grouped=False), [x], [x.dtype], [x.shape], name
         )
-        return y, lambda dy: _allreduce(dy, _gradient_scaling(scaling), None)
+        return y, lambda dy: _allreduce(_dense(dy, y), _gradient_scaling(scaling), None)
 
     return forward(tensor)
 
@@ -157,7 +157,7 @@ def _grouped_allreduce(tensors, scaling, name):
         )
 
         def backward(*dys):
-            return _grouped_allreduce(list(dys), _gradient_scaling(scaling), None)
+            return _grouped_allreduce([_dense(dy, y) for dy, y in zip(dys, ys)], _gradient_scaling(scaling), None)
 
         return ys, backward
 
@@ -171,7 +171,7 @@ def _allgather(tensor, name):
         (y,) = op_builder.run("Allgather", lambda n: host_ops.Allgather(n), [x], [x.dtype], [shape], name)
 
         def backward(dy):
-            averaged = _allreduce(dy, Scaling(Average), None)
+            averaged = _allreduce(_dense(dy, y), Scaling(Average), None)
             rows = tf.shape(x, out_type=tf.int64)[:1]
             all_rows = _allgather(rows, None)
             start = tf.reduce_sum(all_rows[: basics.rank()])
@@ -190,7 +190,7 @@ def _broadcast(tensor, root_rank, name):
         )
 
         def backward(dy):
-            averaged = _allreduce(dy, Scaling(Average), None)
+            averaged = _allreduce(_dense(dy, y), Scaling(Average), None)
             return averaged if basics.rank() == root_rank else tf.zeros_like(averaged)
 
         return y, backward
@@ -210,7 +210,7 @@ def _alltoall(tensor, splits, name):
 
         def backward(d_received, _d_splits):
             # Send every row's gradient back to the rank it came from.
-            returned, _ = _alltoall(d_received, received_splits, None)
+            returned, _ = _alltoall(_dense(d_received, received), received_splits, None)
             return returned
 
         return (received, received_splits), backward
@@ -227,7 +227,7 @@ def _reducescatter(tensor, scaling, name):
         )
 
         def backward(dy):
-            gathered = _allgather(dy, None)
+            gathered = _allgather(_dense(dy, y), None)
             factor = scaling.prescale * scaling.postscale
             if scaling.op == Average:
                 factor /= basics.size()
@@ -250,6 +250,14 @@ def _gather_indexed_slices(slices, scaling, name):
     if factor != 1.0:
         values = values * tf.cast(factor, values.dtype)
     return tf.IndexedSlices(values, indices, dense_shape=slices.dense_shape)
+
+
+def _dense(gradient, output):
+    """Gradients reach a collective as tensors: densify IndexedSlices (e.g. from
+    tf.gather on the output) and stand in zeros for outputs the loss ignores."""
+    if gradient is None:
+        return tf.zeros_like(output)
+    return tf.convert_to_tensor(gradient)
 
 
 def _gradient_scaling(scaling):

@@ -74,10 +74,9 @@ def _start_and_finish_ops(graph, host_op, inputs, output_dtypes, finish):
     collectives.add_start(handles.op)
     with tf.control_dependencies(collectives.starts):
         outputs = tf.numpy_function(finish, [handles], list(output_dtypes), stateful=True, name="finish")
-    finish_ops = _producing_ops(outputs)
-    for finish_op in finish_ops:
-        collectives.add_finish(finish_op)
-    _mark_independent(graph, [handles.op] + finish_ops)
+    finish_op = outputs[0].op  # every output comes from the one finish op
+    collectives.add_finish(finish_op)
+    _mark_independent(graph, [handles.op, finish_op])
     return outputs
 
 
@@ -94,11 +93,6 @@ def _mark_independent(graph, ops):
         return
     for op in ops:
         manager.run_independently(op)
-
-
-def _producing_ops(outputs):
-    # A finish op with no outputs would not be reachable through a tensor.
-    return list({id(output.op): output.op for output in outputs}.values())
 
 
 def _graph_op_name(graph, scope):

@@ -40,6 +40,10 @@ def check_collective_gradients(rank, size):
     check_gradient("allreduce Average", lambda t: hvd.allreduce(t), x, np.full((2, 3), mean, np.float32), rank)
     check_gradient("grouped_allreduce Sum", lambda t: hvd.grouped_allreduce([t, 2 * t], op=hvd.Sum)[1], x,
                    np.full((2, 3), 2 * total, np.float32), rank)
+    gathered_row = np.zeros((2, 3), np.float32)
+    gathered_row[0] = total
+    check_gradient("tf.gather of an allreduce (IndexedSlices gradient)",
+                   lambda t: tf.gather(hvd.allreduce(t, op=hvd.Sum), [0]), x, gathered_row, rank)
     rows = np.full((rank + 1, 2), rank, np.float32)
     check_gradient("allgather", hvd.allgather, rows, np.full((rank + 1, 2), mean, np.float32), rank)
     root = size - 1
