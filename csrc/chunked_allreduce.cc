@@ -50,8 +50,8 @@ void ChunkedAllreduce::RunStaged(const Response& r, const std::vector<AllreduceS
   const int64_t chunk = chunk_bytes_ > 0 ? std::min(chunk_bytes_, total) : total;
   char* staging = static_cast<char*>(staging_.Get(chunk));
 
-  size_t first = 0;          // first segment that reaches into the current chunk
-  int64_t first_start = 0;   // its offset within the response
+  size_t first = 0;         // first segment that reaches into the current chunk
+  int64_t first_start = 0;  // its offset within the response
   std::vector<const std::string*> touched;
   for (int64_t start = 0; start < total; start += chunk) {
     const int64_t end = std::min(start + chunk, total);
@@ -68,9 +68,8 @@ void ChunkedAllreduce::RunStaged(const Response& r, const std::vector<AllreduceS
       }
     };
     touched.clear();
-    for_each_piece([&](const AllreduceSegment& s, int64_t, char*, int64_t) {
-      touched.push_back(s.name);
-    });
+    for_each_piece(
+        [&](const AllreduceSegment& s, int64_t, char*, int64_t) { touched.push_back(s.name); });
 
     hooks_.begin(touched, "MEMCPY_IN_FUSION_BUFFER");
     for_each_piece([](const AllreduceSegment& s, int64_t at, char* dst, int64_t bytes) {

@@ -199,8 +199,8 @@ ResponseList Controller::FullRound() {
     for (int r = 0; r < n; ++r) {
       lists.push_back(ParseRequestList(gathered.data() + offsets[r], lengths[r]));
     }
-    reply = SerializeResponseList(
-        coordinator_->Process(lists, cache_, partial_since_, Clock::now()));
+    reply =
+        SerializeResponseList(coordinator_->Process(lists, cache_, partial_since_, Clock::now()));
   }
   int reply_length = static_cast<int>(reply.size());
   CheckMpi(MPI_Bcast(&reply_length, 1, MPI_INT, 0, comm_), "MPI_Bcast");
@@ -219,8 +219,7 @@ void Controller::ApplyCacheUpdates(const ResponseList& list) {
       // A stalled cached tensor was cancelled: stop waiting on its bit, and restart
       // its stall clock so a resubmission gets the full time again.
       for (auto it = cached_pending_.begin(); it != cached_pending_.end();) {
-        it = it->second.name == response.names.front() ? cached_pending_.erase(it)
-                                                       : std::next(it);
+        it = it->second.name == response.names.front() ? cached_pending_.erase(it) : std::next(it);
       }
       partial_since_.erase(cache_.IdOf(response.names.front()));
       continue;

@@ -57,7 +57,7 @@ class Controller {
   const Logger& logger_;
   ResponseCache cache_;
   StallInspector stall_inspector_;
-  std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
+  std::unique_ptr<Coordinator> coordinator_;   // rank 0 only
   std::map<int32_t, Request> cached_pending_;  // cache slot -> request waiting on its bit
   std::vector<Request> unsent_;
   std::map<int32_t, Clock::time_point> partial_since_;  // rank 0: slots pending somewhere

@@ -9,8 +9,7 @@ namespace lockstep {
 Coordinator::Coordinator(int size, StallInspector& stall_inspector)
     : size_(size), stall_inspector_(stall_inspector), joined_(size, false) {}
 
-ResponseList Coordinator::Process(const std::vector<RequestList>& lists,
-                                  const ResponseCache& cache,
+ResponseList Coordinator::Process(const std::vector<RequestList>& lists, const ResponseCache& cache,
                                   const std::map<int32_t, Clock::time_point>& partial_since,
                                   Clock::time_point now) {
   ResponseList out;
@@ -37,8 +36,8 @@ void Coordinator::Add(const Request& request, const ResponseCache& cache, Respon
   // A full request for a cached name means that rank's parameters differ from the
   // cached ones (or it was converted): every rank drops the slot and resends in full.
   int32_t cached = cache.IdOf(request.name);
-  if (cached >= 0 && std::find(out->evict_cache_ids.begin(), out->evict_cache_ids.end(),
-                               cached) == out->evict_cache_ids.end()) {
+  if (cached >= 0 && std::find(out->evict_cache_ids.begin(), out->evict_cache_ids.end(), cached) ==
+                         out->evict_cache_ids.end()) {
     out->evict_cache_ids.push_back(cached);
   }
   auto [it, inserted] = table_.try_emplace(request.name);
@@ -131,8 +130,8 @@ void Coordinator::InspectStalls(const std::vector<RequestList>& lists, const Res
   }
   for (const auto& [id, since] : partial_since) {
     if (!cache.Contains(id)) continue;
-    WaitingTensor t{cache.Get(id).names.front(), {},
-                    std::chrono::duration<double>(now - since).count()};
+    WaitingTensor t{
+        cache.Get(id).names.front(), {}, std::chrono::duration<double>(now - since).count()};
     for (int r = 0; r < size_; ++r) {
       const auto& ids = lists[r].pending_cache_ids;
       if (std::find(ids.begin(), ids.end(), id) == ids.end()) t.missing_ranks.push_back(r);

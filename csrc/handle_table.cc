@@ -37,8 +37,7 @@ bool HandleTable::Poll(Handle handle) {
 
 OpResult HandleTable::Wait(Handle handle) {
   std::unique_lock<std::mutex> lock(mutex_);
-  const std::string unknown =
-      "unknown handle " + std::to_string(handle) + " (already waited on?)";
+  const std::string unknown = "unknown handle " + std::to_string(handle) + " (already waited on?)";
   if (!slots_.count(handle)) throw Error(unknown);
   // Look the slot up again after every wake-up: another waiter may have taken it, and
   // other threads' Allocate() may have rehashed the table.

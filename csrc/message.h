@@ -68,7 +68,7 @@ struct Response {
   std::vector<int64_t> sizes;
   // Shape of the (first) tensor as agreed, so joined ranks and the cache know it.
   std::vector<int64_t> shape;
-  std::string error_message;  // kError only
+  std::string error_message;      // kError only
   int32_t last_joined_rank = -1;  // kJoin only
   int64_t group_id = 0;
 

@@ -34,8 +34,9 @@ int64_t CommonUnit(const std::vector<int64_t>& a, const std::vector<int64_t>& b)
   for (int64_t v : b) total += v;
   int64_t unit = 1;
   while (total / unit > kMaxCount && unit < (int64_t{1} << 20)) {
-    bool divides = std::all_of(a.begin(), a.end(), [&](int64_t v) { return v % (unit * 2) == 0; }) &&
-                   std::all_of(b.begin(), b.end(), [&](int64_t v) { return v % (unit * 2) == 0; });
+    bool divides =
+        std::all_of(a.begin(), a.end(), [&](int64_t v) { return v % (unit * 2) == 0; }) &&
+        std::all_of(b.begin(), b.end(), [&](int64_t v) { return v % (unit * 2) == 0; });
     if (!divides) break;
     unit *= 2;
   }
@@ -87,8 +88,8 @@ void MpiBackend::Allreduce(const void* input, void* output, int64_t count, DataT
   for (int64_t done = 0; done < count;) {
     int64_t piece = std::min(count - done, kMaxCount);
     const void* send = (in == out) ? MPI_IN_PLACE : in + done * element;
-    Check(MPI_Allreduce(send, out + done * element, static_cast<int>(piece),
-                        types_.Datatype(dtype), types_.Op(op, dtype), comm_),
+    Check(MPI_Allreduce(send, out + done * element, static_cast<int>(piece), types_.Datatype(dtype),
+                        types_.Op(op, dtype), comm_),
           "MPI_Allreduce");
     done += piece;
   }
@@ -110,14 +111,13 @@ void MpiBackend::Broadcast(void* buffer, int64_t bytes, int root_rank) {
   auto data = static_cast<char*>(buffer);
   for (int64_t done = 0; done < bytes;) {
     int64_t piece = std::min(bytes - done, kMaxCount);
-    Check(MPI_Bcast(data + done, static_cast<int>(piece), MPI_BYTE, root_rank, comm_),
-          "MPI_Bcast");
+    Check(MPI_Bcast(data + done, static_cast<int>(piece), MPI_BYTE, root_rank, comm_), "MPI_Bcast");
     done += piece;
   }
 }
 
-void MpiBackend::Alltoallv(const void* input, const std::vector<int64_t>& send_bytes,
-                           void* output, const std::vector<int64_t>& recv_bytes) {
+void MpiBackend::Alltoallv(const void* input, const std::vector<int64_t>& send_bytes, void* output,
+                           const std::vector<int64_t>& recv_bytes) {
   int64_t unit = CommonUnit(send_bytes, recv_bytes);
   UnitType type(unit);
   ByteLayout send = MakeLayout(send_bytes, unit, type.get());
@@ -127,8 +127,8 @@ void MpiBackend::Alltoallv(const void* input, const std::vector<int64_t>& send_b
         "MPI_Alltoallv");
 }
 
-void MpiBackend::ReduceScatter(const void* input, void* output,
-                               const std::vector<int64_t>& counts, DataType dtype, ReduceOp op) {
+void MpiBackend::ReduceScatter(const void* input, void* output, const std::vector<int64_t>& counts,
+                               DataType dtype, ReduceOp op) {
   std::vector<int> int_counts;
   int64_t total = 0;
   for (int64_t c : counts) {

@@ -19,10 +19,14 @@ void SixteenBitCallback(void* in, void* inout, int* len, MPI_Datatype* datatype)
 
 int OpIndex(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kMin: return 1;
-    case ReduceOp::kMax: return 2;
-    case ReduceOp::kProduct: return 3;
-    default: return 0;
+    case ReduceOp::kMin:
+      return 1;
+    case ReduceOp::kMax:
+      return 2;
+    case ReduceOp::kProduct:
+      return 3;
+    default:
+      return 0;
   }
 }
 
@@ -51,16 +55,26 @@ MpiTypes::~MpiTypes() {
 
 MPI_Datatype MpiTypes::Datatype(DataType dtype) const {
   switch (dtype) {
-    case DataType::kUInt8: return MPI_UINT8_T;
-    case DataType::kInt8: return MPI_INT8_T;
-    case DataType::kInt16: return MPI_INT16_T;
-    case DataType::kInt32: return MPI_INT32_T;
-    case DataType::kInt64: return MPI_INT64_T;
-    case DataType::kFloat16: return float16_;
-    case DataType::kBFloat16: return bfloat16_;
-    case DataType::kFloat32: return MPI_FLOAT;
-    case DataType::kFloat64: return MPI_DOUBLE;
-    case DataType::kBool: return MPI_UINT8_T;  // 0/1 bytes; reduced with logical ops
+    case DataType::kUInt8:
+      return MPI_UINT8_T;
+    case DataType::kInt8:
+      return MPI_INT8_T;
+    case DataType::kInt16:
+      return MPI_INT16_T;
+    case DataType::kInt32:
+      return MPI_INT32_T;
+    case DataType::kInt64:
+      return MPI_INT64_T;
+    case DataType::kFloat16:
+      return float16_;
+    case DataType::kBFloat16:
+      return bfloat16_;
+    case DataType::kFloat32:
+      return MPI_FLOAT;
+    case DataType::kFloat64:
+      return MPI_DOUBLE;
+    case DataType::kBool:
+      return MPI_UINT8_T;  // 0/1 bytes; reduced with logical ops
   }
   return MPI_DATATYPE_NULL;
 }
@@ -74,10 +88,14 @@ MPI_Op MpiTypes::Op(ReduceOp op, DataType dtype) const {
     return (op == ReduceOp::kMin || op == ReduceOp::kProduct) ? MPI_LAND : MPI_LOR;
   }
   switch (op) {
-    case ReduceOp::kMin: return MPI_MIN;
-    case ReduceOp::kMax: return MPI_MAX;
-    case ReduceOp::kProduct: return MPI_PROD;
-    default: return MPI_SUM;
+    case ReduceOp::kMin:
+      return MPI_MIN;
+    case ReduceOp::kMax:
+      return MPI_MAX;
+    case ReduceOp::kProduct:
+      return MPI_PROD;
+    default:
+      return MPI_SUM;
   }
 }
 

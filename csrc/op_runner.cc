@@ -63,18 +63,25 @@ std::vector<OpResult> OpRunner::Run(const Response& r, const std::vector<TensorE
     throw Error("internal error: no local tensor for " + r.names.front());
   }
   switch (r.type) {
-    case ResponseType::kAllreduce: return RunAllreduce(r, entries);
-    case ResponseType::kAllgather: return {RunAllgather(r, *entries.at(0))};
-    case ResponseType::kBroadcast: return {RunBroadcast(r, *entries.at(0))};
-    case ResponseType::kAlltoall: return {RunAlltoall(r, *entries.at(0))};
-    case ResponseType::kReducescatter: return {RunReducescatter(r, *entries.at(0))};
-    case ResponseType::kBarrier: return {OpResult{}};  // negotiation already synchronized
+    case ResponseType::kAllreduce:
+      return RunAllreduce(r, entries);
+    case ResponseType::kAllgather:
+      return {RunAllgather(r, *entries.at(0))};
+    case ResponseType::kBroadcast:
+      return {RunBroadcast(r, *entries.at(0))};
+    case ResponseType::kAlltoall:
+      return {RunAlltoall(r, *entries.at(0))};
+    case ResponseType::kReducescatter:
+      return {RunReducescatter(r, *entries.at(0))};
+    case ResponseType::kBarrier:
+      return {OpResult{}};  // negotiation already synchronized
     case ResponseType::kJoin: {
       OpResult result;
       result.join_last_rank = r.last_joined_rank;
       return {result};
     }
-    case ResponseType::kError: break;
+    case ResponseType::kError:
+      break;
   }
   throw Error("internal error: op runner given a response it cannot run");
 }

@@ -37,9 +37,9 @@ class Checker {
       const Request* req = by_rank_[r];
       if (req == nullptr || get(*req) == get(ref_)) continue;
       std::ostringstream out;
-      out << "Mismatched " << what << " for " << OpTypeName(ref_.op) << " of tensor '"
-          << ref_.name << "': rank " << ref_rank_ << " sent " << show(get(ref_)) << " but rank "
-          << r << " sent " << show(get(*req));
+      out << "Mismatched " << what << " for " << OpTypeName(ref_.op) << " of tensor '" << ref_.name
+          << "': rank " << ref_rank_ << " sent " << show(get(ref_)) << " but rank " << r << " sent "
+          << show(get(*req));
       error_ = out.str();
       return false;
     }
@@ -58,8 +58,7 @@ std::string Quote(const char* text) { return std::string(text); }
 
 std::string JoinError(const Request& ref, const std::vector<const Request*>& by_rank) {
   std::ostringstream out;
-  out << "Cannot run " << OpTypeName(ref.op) << " of tensor '" << ref.name
-      << "' because rank(s)";
+  out << "Cannot run " << OpTypeName(ref.op) << " of tensor '" << ref.name << "' because rank(s)";
   for (size_t r = 0; r < by_rank.size(); ++r) {
     if (by_rank[r] == nullptr) out << " " << r;
   }
@@ -94,29 +93,38 @@ Response BuildResponse(const std::vector<const Request*>& by_rank) {
     out << v;
     return out.str();
   };
-  bool ok = check.Same("operations", [](const Request& r) { return r.op; }, op_name) &&
-            check.Same("data types", [](const Request& r) { return r.dtype; }, dtype_name) &&
-            check.Same("devices", [](const Request& r) { return r.device; }, number);
+  bool ok = check.Same(
+                "operations", [](const Request& r) { return r.op; }, op_name) &&
+            check.Same(
+                "data types", [](const Request& r) { return r.dtype; }, dtype_name) &&
+            check.Same(
+                "devices", [](const Request& r) { return r.device; }, number);
   const bool reduces = ref.op == OpType::kAllreduce || ref.op == OpType::kReducescatter;
   if (ok && reduces) {
-    ok = check.Same("reduce ops", [](const Request& r) { return r.reduce_op; }, reduce_name) &&
-         check.Same("prescale factors", [](const Request& r) { return r.prescale; }, number) &&
-         check.Same("postscale factors", [](const Request& r) { return r.postscale; }, number);
+    ok = check.Same(
+             "reduce ops", [](const Request& r) { return r.reduce_op; }, reduce_name) &&
+         check.Same(
+             "prescale factors", [](const Request& r) { return r.prescale; }, number) &&
+         check.Same(
+             "postscale factors", [](const Request& r) { return r.postscale; }, number);
   }
   if (ok && (reduces || ref.op == OpType::kBroadcast)) {
-    ok = check.Same("shapes", [](const Request& r) { return r.shape; }, ShapeText);
+    ok = check.Same(
+        "shapes", [](const Request& r) { return r.shape; }, ShapeText);
   }
   if (ok && ref.op == OpType::kBroadcast) {
-    ok = check.Same("root ranks", [](const Request& r) { return r.root_rank; }, number);
+    ok = check.Same(
+        "root ranks", [](const Request& r) { return r.root_rank; }, number);
   }
   if (ok && (ref.op == OpType::kAllgather || ref.op == OpType::kAlltoall)) {
-    ok = check.Same("shapes beyond the first dimension",
-                    [](const Request& r) { return Tail(r.shape); }, ShapeText);
+    ok = check.Same(
+        "shapes beyond the first dimension", [](const Request& r) { return Tail(r.shape); },
+        ShapeText);
   }
   if (!ok) return ErrorResponse(ref.name, check.error());
 
-  if (any_joined && !(ref.op == OpType::kAllreduce && (ref.reduce_op == ReduceOp::kSum ||
-                                                       ref.reduce_op == ReduceOp::kAverage))) {
+  if (any_joined && !(ref.op == OpType::kAllreduce &&
+                      (ref.reduce_op == ReduceOp::kSum || ref.reduce_op == ReduceOp::kAverage))) {
     return ErrorResponse(ref.name, JoinError(ref, by_rank));
   }
 
@@ -142,8 +150,11 @@ Response BuildResponse(const std::vector<const Request*>& by_rank) {
         }
       }
       break;
-    case OpType::kBarrier: break;
-    default: response.sizes = {Elements(ref.shape)}; break;
+    case OpType::kBarrier:
+      break;
+    default:
+      response.sizes = {Elements(ref.shape)};
+      break;
   }
   return response;
 }

@@ -27,7 +27,7 @@ void ScaleIntegers(T* data, int64_t count, double factor) {
     double scaled = static_cast<double>(data[i]) * factor;
     if (std::isnan(scaled)) scaled = 0;
     // For int64, `hi` rounds up to 2^63, which itself does not fit: stay below it.
-    data[i] = scaled >= hi ? std::numeric_limits<T>::max()
+    data[i] = scaled >= hi   ? std::numeric_limits<T>::max()
               : scaled <= lo ? std::numeric_limits<T>::lowest()
                              : static_cast<T>(scaled);
   }
@@ -51,10 +51,18 @@ void ReduceSixteen(const uint16_t* in, uint16_t* inout, int64_t count, ReduceOp 
     float b = ToFloat(inout[i]);
     float r;
     switch (op) {
-      case ReduceOp::kMin: r = std::fmin(a, b); break;
-      case ReduceOp::kMax: r = std::fmax(a, b); break;
-      case ReduceOp::kProduct: r = a * b; break;
-      default: r = a + b; break;  // Sum and Average reduce by summing
+      case ReduceOp::kMin:
+        r = std::fmin(a, b);
+        break;
+      case ReduceOp::kMax:
+        r = std::fmax(a, b);
+        break;
+      case ReduceOp::kProduct:
+        r = a * b;
+        break;
+      default:
+        r = a + b;
+        break;  // Sum and Average reduce by summing
     }
     inout[i] = FromFloat(r);
   }
@@ -65,32 +73,57 @@ void ReduceSixteen(const uint16_t* in, uint16_t* inout, int64_t count, ReduceOp 
 void ScaleInPlace(void* buffer, int64_t count, DataType dtype, double factor) {
   if (factor == 1.0 || count == 0) return;
   switch (dtype) {
-    case DataType::kUInt8: ScaleIntegers(static_cast<uint8_t*>(buffer), count, factor); break;
-    case DataType::kInt8: ScaleIntegers(static_cast<int8_t*>(buffer), count, factor); break;
-    case DataType::kInt16: ScaleIntegers(static_cast<int16_t*>(buffer), count, factor); break;
-    case DataType::kInt32: ScaleIntegers(static_cast<int32_t*>(buffer), count, factor); break;
-    case DataType::kInt64: ScaleIntegers(static_cast<int64_t*>(buffer), count, factor); break;
-    case DataType::kFloat32: ScaleTyped(static_cast<float*>(buffer), count, factor); break;
-    case DataType::kFloat64: ScaleTyped(static_cast<double*>(buffer), count, factor); break;
+    case DataType::kUInt8:
+      ScaleIntegers(static_cast<uint8_t*>(buffer), count, factor);
+      break;
+    case DataType::kInt8:
+      ScaleIntegers(static_cast<int8_t*>(buffer), count, factor);
+      break;
+    case DataType::kInt16:
+      ScaleIntegers(static_cast<int16_t*>(buffer), count, factor);
+      break;
+    case DataType::kInt32:
+      ScaleIntegers(static_cast<int32_t*>(buffer), count, factor);
+      break;
+    case DataType::kInt64:
+      ScaleIntegers(static_cast<int64_t*>(buffer), count, factor);
+      break;
+    case DataType::kFloat32:
+      ScaleTyped(static_cast<float*>(buffer), count, factor);
+      break;
+    case DataType::kFloat64:
+      ScaleTyped(static_cast<double*>(buffer), count, factor);
+      break;
     case DataType::kFloat16:
       ScaleSixteen<Float16ToFloat, FloatToFloat16>(static_cast<uint16_t*>(buffer), count, factor);
       break;
     case DataType::kBFloat16:
-      ScaleSixteen<BFloat16ToFloat, FloatToBFloat16>(static_cast<uint16_t*>(buffer), count,
-                                                     factor);
+      ScaleSixteen<BFloat16ToFloat, FloatToBFloat16>(static_cast<uint16_t*>(buffer), count, factor);
       break;
-    case DataType::kBool: throw std::invalid_argument("bool tensors cannot be scaled");
+    case DataType::kBool:
+      throw std::invalid_argument("bool tensors cannot be scaled");
   }
 }
 
 void DivideIntegersInPlace(void* buffer, int64_t count, DataType dtype, int64_t divisor) {
   switch (dtype) {
-    case DataType::kUInt8: DivideTyped(static_cast<uint8_t*>(buffer), count, divisor); break;
-    case DataType::kInt8: DivideTyped(static_cast<int8_t*>(buffer), count, divisor); break;
-    case DataType::kInt16: DivideTyped(static_cast<int16_t*>(buffer), count, divisor); break;
-    case DataType::kInt32: DivideTyped(static_cast<int32_t*>(buffer), count, divisor); break;
-    case DataType::kInt64: DivideTyped(static_cast<int64_t*>(buffer), count, divisor); break;
-    default: throw std::invalid_argument("integer division on a non-integer dtype");
+    case DataType::kUInt8:
+      DivideTyped(static_cast<uint8_t*>(buffer), count, divisor);
+      break;
+    case DataType::kInt8:
+      DivideTyped(static_cast<int8_t*>(buffer), count, divisor);
+      break;
+    case DataType::kInt16:
+      DivideTyped(static_cast<int16_t*>(buffer), count, divisor);
+      break;
+    case DataType::kInt32:
+      DivideTyped(static_cast<int32_t*>(buffer), count, divisor);
+      break;
+    case DataType::kInt64:
+      DivideTyped(static_cast<int64_t*>(buffer), count, divisor);
+      break;
+    default:
+      throw std::invalid_argument("integer division on a non-integer dtype");
   }
 }
 

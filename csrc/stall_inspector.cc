@@ -20,8 +20,8 @@ StallInspector::StallInspector(const Config& config, const Logger& logger)
   threshold_seconds_ = 0;
   if (warn_enabled_) threshold_seconds_ = check_seconds_;
   if (shutdown_seconds_ > 0) {
-    threshold_seconds_ =
-        threshold_seconds_ > 0 ? std::min(threshold_seconds_, shutdown_seconds_) : shutdown_seconds_;
+    threshold_seconds_ = threshold_seconds_ > 0 ? std::min(threshold_seconds_, shutdown_seconds_)
+                                                : shutdown_seconds_;
   }
 }
 
@@ -36,7 +36,7 @@ bool StallInspector::Due(double oldest_wait_seconds, Clock::time_point now) {
 }
 
 std::vector<WaitingTensor> StallInspector::Inspect(const std::vector<WaitingTensor>& waiting,
-                                                 Clock::time_point now) {
+                                                   Clock::time_point now) {
   std::vector<WaitingTensor> to_fail;
   std::ostringstream stalled;
   int stalled_count = 0;

@@ -28,7 +28,7 @@ class StallInspector {
   bool Due(double oldest_wait_seconds, Clock::time_point now);
   // Warns about stalled tensors and returns those whose ops must now fail.
   std::vector<WaitingTensor> Inspect(const std::vector<WaitingTensor>& waiting,
-                                   Clock::time_point now);
+                                     Clock::time_point now);
 
  private:
   bool warn_enabled_;

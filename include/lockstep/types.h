@@ -59,8 +59,12 @@ class Status {
 
   Status() = default;
   static Status Ok() { return Status(); }
-  static Status InvalidArgument(std::string msg) { return Status(Code::kInvalidArgument, std::move(msg)); }
-  static Status Precondition(std::string msg) { return Status(Code::kPrecondition, std::move(msg)); }
+  static Status InvalidArgument(std::string msg) {
+    return Status(Code::kInvalidArgument, std::move(msg));
+  }
+  static Status Precondition(std::string msg) {
+    return Status(Code::kPrecondition, std::move(msg));
+  }
   static Status Aborted(std::string msg) { return Status(Code::kAborted, std::move(msg)); }
   static Status Internal(std::string msg) { return Status(Code::kInternal, std::move(msg)); }
 

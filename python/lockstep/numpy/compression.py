@@ -1,33 +1,19 @@
-"""Gradient compression for allreduce, with Horovod's Compressor interface:
-compress(array) -> (array, context); decompress(array, context) -> array."""
+"""Gradient compression for numpy arrays (Compression.none, .fp16, .bf16)."""
 
+import ml_dtypes
 import numpy as np
 
+from lockstep.common.compression import make_compression
 
-class NoneCompressor:
-    @staticmethod
-    def compress(array):
-        return array, None
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+_FLOATING = (np.dtype(np.float16), _BFLOAT16, np.dtype(np.float32), np.dtype(np.float64))
 
-    @staticmethod
-    def decompress(array, context):
-        return array
-
-
-class FP16Compressor:
-    """Sends float32/float64 arrays as float16, halving or quartering the bytes."""
-
-    @staticmethod
-    def compress(array):
-        if array.dtype in (np.float32, np.float64):
-            return array.astype(np.float16), array.dtype
-        return array, None
-
-    @staticmethod
-    def decompress(array, context):
-        return array if context is None else array.astype(context)
-
-
-class Compression:
-    none = NoneCompressor
-    fp16 = FP16Compressor
+Compression = make_compression(
+    is_floating=lambda array: array.dtype in _FLOATING,
+    cast=lambda array, dtype: array.astype(dtype),
+    float16=np.dtype(np.float16),
+    bfloat16=_BFLOAT16,
+)
+FP16Compressor = Compression.fp16
+BF16Compressor = Compression.bf16
+NoneCompressor = Compression.none
