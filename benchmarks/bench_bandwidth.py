@@ -17,7 +17,6 @@ import torch.distributed as dist
 from mpi4py import MPI
 
 import harness
-from gloo_group import init_gloo, shutdown_gloo
 
 MIB = 1 << 20
 SIZES_MIB = (1, 4, 16, 64, 256)
@@ -80,15 +79,7 @@ def run(args, ctx):
 
 
 def main():
-    args = harness.parse_args(__doc__)
-    ctx = harness.BenchContext()
-    harness.limit_torch_threads()
-    with harness.lockstep_running():
-        init_gloo(ctx)
-        try:
-            run(args, ctx)
-        finally:
-            shutdown_gloo()
+    harness.main_with_gloo(__doc__, run)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ import numpy as np
 
 import gradient_set
 import harness
-from gloo_group import init_gloo, shutdown_gloo
 
 
 def add_arguments(parser):
@@ -57,15 +56,7 @@ def run(args, ctx):
 
 
 def main():
-    args = harness.parse_args(__doc__, add_arguments)
-    ctx = harness.BenchContext()
-    harness.limit_torch_threads()
-    with harness.lockstep_running():
-        init_gloo(ctx)
-        try:
-            run(args, ctx)
-        finally:
-            shutdown_gloo()
+    harness.main_with_gloo(__doc__, run, add_arguments)
 
 
 if __name__ == "__main__":

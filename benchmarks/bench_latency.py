@@ -13,7 +13,6 @@ import torch.distributed as dist
 from mpi4py import MPI
 
 import harness
-from gloo_group import init_gloo, shutdown_gloo
 
 SIZES_BYTES = (4, 1024, 64 * 1024)
 
@@ -40,15 +39,7 @@ def make_variants(ctx, size_bytes, with_lockstep_torch):
 
 
 def main():
-    args = harness.parse_args(__doc__)
-    ctx = harness.BenchContext()
-    harness.limit_torch_threads()
-    with harness.lockstep_running():
-        init_gloo(ctx)
-        try:
-            run(args, ctx)
-        finally:
-            shutdown_gloo()
+    harness.main_with_gloo(__doc__, run)
 
 
 def run(args, ctx):

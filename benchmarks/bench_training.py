@@ -16,7 +16,6 @@ from torch.nn.parallel import DistributedDataParallel
 
 import harness
 from convnet import FashionConvNet, fashion_mnist_batches, synthetic_batches
-from gloo_group import init_gloo, shutdown_gloo
 
 BATCH_SIZE = 64
 SEED = 42
@@ -109,15 +108,7 @@ def run(args, ctx):
 
 
 def main():
-    args = harness.parse_args(__doc__, add_arguments)
-    ctx = harness.BenchContext()
-    harness.limit_torch_threads()
-    with harness.lockstep_running():
-        init_gloo(ctx)
-        try:
-            run(args, ctx)
-        finally:
-            shutdown_gloo()
+    harness.main_with_gloo(__doc__, run, add_arguments)
 
 
 if __name__ == "__main__":

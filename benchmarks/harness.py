@@ -160,3 +160,19 @@ def lockstep_torch_available(ctx):
         ctx.log(f"lockstep.torch unavailable, skipping its variants: {error!r}")
         available = False
     return bool(ctx.comm.allreduce(int(available), op=MPI.MIN))
+
+
+def main_with_gloo(description, run, add_arguments=None):
+    """The shared entry point of the benchmarks that compare against gloo: parse the
+    arguments, start lockstep and a gloo group, run, and tear both down."""
+    from gloo_group import init_gloo, shutdown_gloo  # torch is imported only when needed
+
+    args = parse_args(description, add_arguments)
+    ctx = BenchContext()
+    limit_torch_threads()
+    with lockstep_running():
+        init_gloo(ctx)
+        try:
+            run(args, ctx)
+        finally:
+            shutdown_gloo()
