@@ -7,7 +7,7 @@ ints or compare against hvd.Sum keep working.
 import warnings
 
 from lockstep import _core
-from lockstep.common.validation import as_int
+from lockstep.common.validation import as_int, as_scale_factor
 
 Average = 0
 Sum = 1
@@ -77,3 +77,16 @@ def to_core_reduce_op(op, allowed=tuple(REDUCE_OP_NAMES), op_kind="this op"):
 
 def _describe(names):
     return ", ".join(f"{name} ({value})" for value, name in names.items())
+
+
+def predivided_scaling(op, gradient_predivide_factor):
+    """(prescale, postscale) for a gradient reduction with a predivide factor f:
+    divide by f before the sum and multiply by f after it (Average then divides by
+    the world size), which keeps low-precision sums in range. Shared by every
+    frontend's DistributedOptimizer and gradient tape."""
+    factor = as_scale_factor(gradient_predivide_factor, "gradient_predivide_factor")
+    if factor <= 0.0:
+        raise ValueError(f"gradient_predivide_factor must be > 0, got {factor}")
+    if factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor applies to op=Average only")
+    return 1.0 / factor, factor

@@ -7,8 +7,7 @@ list in the same order with None entries kept.
 
 import keras
 
-from lockstep.common import validation
-from lockstep.common.ops import Average, Sum
+from lockstep.common.ops import Average, Sum, predivided_scaling
 from lockstep.keras.compression import resolve
 
 SUPPORTED_BACKENDS = ("tensorflow", "torch")
@@ -39,7 +38,10 @@ class TorchGradientReducer:
 
         self._frontend = lockstep.torch
         self.compression = resolve(compression, lockstep.torch.Compression)
-        self.op, self.prescale, self.postscale = predivided_scaling(op, gradient_predivide_factor)
+        if op not in (Average, Sum):
+            raise ValueError(f"gradients can be reduced with op=Average or op=Sum, got op={op!r}")
+        self.op = op
+        self.prescale, self.postscale = predivided_scaling(op, gradient_predivide_factor)
 
     def reduce(self, gradients):
         reduced = list(gradients)
@@ -52,16 +54,3 @@ class TorchGradientReducer:
         for position, output in zip(positions, outputs):
             reduced[position] = output
         return reduced
-
-
-def predivided_scaling(op, gradient_predivide_factor):
-    """(op, prescale, postscale) that average (or sum) with the division split
-    around the sum: 1/f before it, f (and the core's 1/size) after it."""
-    if op not in (Average, Sum):
-        raise ValueError(f"gradients can be reduced with op=Average or op=Sum, got op={op!r}")
-    factor = validation.as_scale_factor(gradient_predivide_factor, "gradient_predivide_factor")
-    if factor <= 0.0:
-        raise ValueError(f"gradient_predivide_factor must be > 0, got {factor}")
-    if factor != 1.0 and op != Average:
-        raise ValueError("gradient_predivide_factor applies to op=Average only")
-    return op, 1.0 / factor, factor

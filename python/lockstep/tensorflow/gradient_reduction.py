@@ -3,8 +3,7 @@ Keras DistributedOptimizer (TensorFlow backend) both do before an update."""
 
 import tensorflow as tf
 
-from lockstep.common import validation
-from lockstep.common.ops import Average, Sum
+from lockstep.common.ops import Average, Sum, predivided_scaling
 from lockstep.tensorflow.compression import Compression
 from lockstep.tensorflow.mpi_ops import allreduce, grouped_allreduce
 
@@ -23,16 +22,10 @@ class GradientReducer:
                  gradient_predivide_factor=1.0):
         if op not in (Average, Sum):
             raise ValueError(f"gradients can be reduced with op=Average or op=Sum, got op={op!r}")
-        factor = validation.as_scale_factor(gradient_predivide_factor, "gradient_predivide_factor")
-        if factor <= 0.0:
-            raise ValueError(f"gradient_predivide_factor must be > 0, got {factor}")
-        if factor != 1.0 and op != Average:
-            raise ValueError("gradient_predivide_factor applies to op=Average only")
+        self.prescale, self.postscale = predivided_scaling(op, gradient_predivide_factor)
         self.compression = compression
         self.sparse_as_dense = bool(sparse_as_dense)
         self.op = op
-        self.prescale = 1.0 / factor
-        self.postscale = factor
 
     def reduce(self, gradients):
         """The reduced gradients, in order; None entries stay None."""

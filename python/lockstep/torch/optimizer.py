@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import torch
 
 from lockstep.common import basics, validation
-from lockstep.common.ops import Average, Sum, to_core_reduce_op
+from lockstep.common.ops import Average, Sum, predivided_scaling, to_core_reduce_op
 from lockstep.torch.compression import Compression
 from lockstep.torch.gradient_reducer import GradientReducer, ReductionSettings
 from lockstep.torch.parameter_names import resolve_groups, resolve_named_parameters
@@ -122,15 +122,10 @@ def _reduction_settings(compression, op, gradient_predivide_factor, sparse_as_de
     if not (hasattr(compression, "compress") and hasattr(compression, "decompress")):
         raise TypeError(f"compression must be a compressor such as Compression.fp16, got {compression!r}")
     op = int(to_core_reduce_op(op, (Average, Sum), "DistributedOptimizer"))
-    factor = validation.as_scale_factor(gradient_predivide_factor, "gradient_predivide_factor")
-    if factor <= 0:
-        raise ValueError(f"gradient_predivide_factor must be positive, got {factor}")
-    if factor != 1.0 and op != Average:
-        raise ValueError("gradient_predivide_factor is only supported with op=Average")
+    prescale, postscale = predivided_scaling(op, gradient_predivide_factor)
     if not isinstance(sparse_as_dense, bool):
         raise TypeError(f"sparse_as_dense must be a bool, got {type(sparse_as_dense).__name__}")
-    # Average divides by size after the sum; split that division around the sum.
-    return ReductionSettings(compression, op, 1.0 / factor, factor, sparse_as_dense)
+    return ReductionSettings(compression, op, prescale, postscale, sparse_as_dense)
 
 
 def _subclass_instance(optimizer):
