@@ -11,6 +11,7 @@ constexpr uint64_t kAndHasPending = 1;
 constexpr uint64_t kOrNeedFullRound = 1;
 constexpr uint64_t kOrShutdown = 2;
 constexpr uint64_t kOrJoined = 4;
+constexpr uint64_t kOrHasPending = 8;
 
 void CheckMpi(int rc, const char* what) {
   if (rc != MPI_SUCCESS) throw Error(std::string("negotiation failed in ") + what);
@@ -38,6 +39,17 @@ void WaitPolitely(MPI_Request* request) {
 
 bool TestBit(const std::vector<uint64_t>& words, int32_t id) {
   return (words[id / 64] >> (id % 64)) & 1u;
+}
+
+// Visits set bits only: the vectors span the whole cache (1024 slots by default) but
+// a cycle rarely has more than a few bits set, and this runs every cycle.
+template <typename Visit>
+void ForEachSetBit(const std::vector<uint64_t>& words, Visit visit) {
+  for (size_t w = 0; w < words.size(); ++w) {
+    for (uint64_t bits = words[w]; bits != 0; bits &= bits - 1) {
+      visit(static_cast<int32_t>(w * 64 + __builtin_ctzll(bits)));
+    }
+  }
 }
 
 }  // namespace
@@ -86,6 +98,7 @@ NegotiationResult Controller::Negotiate(bool shutdown_requested, bool joined, bo
   Flags flags = ExchangeBits(shutdown_requested, joined, has_pending, &ready, &partial);
   NegotiationResult result;
   result.all_ranks_waiting = flags.all_pending;
+  result.any_rank_waiting = flags.any_pending;
   if (flags.shutdown) {
     result.shutdown = true;
     return result;
@@ -115,6 +128,7 @@ Controller::Flags Controller::ExchangeBits(bool shutdown_requested, bool joined,
   if (!unsent_.empty()) or_flags |= kOrNeedFullRound;
   if (shutdown_requested) or_flags |= kOrShutdown;
   if (joined) or_flags |= kOrJoined;
+  if (has_pending) or_flags |= kOrHasPending;
   if (StallCheckDue()) or_flags |= kOrNeedFullRound;
   vec[0] = has_pending ? kAndHasPending : 0;
   vec[1] = ~or_flags;
@@ -133,18 +147,17 @@ Controller::Flags Controller::ExchangeBits(bool shutdown_requested, bool joined,
   ready->assign(vec.begin() + 2, vec.begin() + 2 + words);
   partial->resize(words);
   for (int w = 0; w < words; ++w) (*partial)[w] = ~vec[2 + words + w] & ~vec[2 + w];
-  return Flags{(vec[0] & kAndHasPending) != 0, (any & kOrNeedFullRound) != 0,
-               (any & kOrShutdown) != 0, (any & kOrJoined) != 0};
+  return Flags{(vec[0] & kAndHasPending) != 0, (any & kOrHasPending) != 0,
+               (any & kOrNeedFullRound) != 0, (any & kOrShutdown) != 0, (any & kOrJoined) != 0};
 }
 
 void Controller::TakeReadyFromCache(const std::vector<uint64_t>& ready,
                                     std::vector<Response>* out) {
-  for (int32_t id = 0; id < static_cast<int32_t>(ready.size()) * 64; ++id) {
-    if (!TestBit(ready, id)) continue;
+  ForEachSetBit(ready, [&](int32_t id) {
     out->push_back(cache_.Get(id));
     cache_.Touch(id);
     cached_pending_.erase(id);
-  }
+  });
 }
 
 void Controller::TrackPartial(const std::vector<uint64_t>& partial) {
@@ -153,9 +166,7 @@ void Controller::TrackPartial(const std::vector<uint64_t>& partial) {
   for (auto it = partial_since_.begin(); it != partial_since_.end();) {
     it = TestBit(partial, it->first) ? std::next(it) : partial_since_.erase(it);
   }
-  for (int32_t id = 0; id < static_cast<int32_t>(partial.size()) * 64; ++id) {
-    if (TestBit(partial, id)) partial_since_.try_emplace(id, now);
-  }
+  ForEachSetBit(partial, [&](int32_t id) { partial_since_.try_emplace(id, now); });
 }
 
 bool Controller::StallCheckDue() {

@@ -24,6 +24,7 @@ struct NegotiationResult {
   std::vector<Response> responses;  // the same list, in the same order, on every rank
   bool shutdown = false;            // some rank asked to shut down
   bool all_ranks_waiting = false;   // every rank had unfinished work when the cycle began
+  bool any_rank_waiting = false;    // some rank had unfinished work when the cycle began
 };
 
 class Controller {
@@ -40,7 +41,7 @@ class Controller {
 
  private:
   struct Flags {
-    bool all_pending, need_full_round, shutdown, any_joined;
+    bool all_pending, any_pending, need_full_round, shutdown, any_joined;
   };
   Flags ExchangeBits(bool shutdown_requested, bool joined, bool has_pending,
                      std::vector<uint64_t>* ready, std::vector<uint64_t>* partial);

@@ -84,7 +84,8 @@ void Engine::Shutdown() {
 }
 
 void Engine::Loop() {
-  prctl(PR_SET_TIMERSLACK, 1000UL);  // microsecond sleeps must stay microseconds
+  prctl(PR_SET_TIMERSLACK, 1000UL);   // microsecond sleeps must stay microseconds
+  prctl(PR_SET_NAME, "lockstep-bg");  // so top -H and perf show whose CPU time this is
   std::string reason = "lockstep has been shut down (a rank called shutdown())";
   try {
     while (true) {
@@ -97,7 +98,7 @@ void Engine::Loop() {
       const bool progress = !result.responses.empty();
       Execute(PlanFusion(std::move(result.responses), config_.fusion_threshold_bytes,
                          config_.chunk_bytes));
-      UpdateBackoff(progress, result.all_ranks_waiting);
+      UpdateBackoff(progress, result);
     }
   } catch (const std::exception& e) {
     reason = std::string("lockstep's background thread stopped: ") + e.what();
@@ -108,19 +109,29 @@ void Engine::Loop() {
 
 void Engine::WaitForNextCycle() {
   if (shutdown_requested_ || controller_.HasUnsent()) return;
-  // Idle ranks still cycle every cycle_time so that stalls and shutdowns are noticed;
-  // a rank with work starts at once and waits inside the cycle for the others.
-  auto timeout = pending_.empty() ? CycleTime(config_) : backoff_;
+  // Idle ranks still cycle so that shutdowns and stalls are noticed; a rank with work
+  // starts at once and waits inside the cycle for the others.
+  auto timeout = pending_.empty() ? CycleTime(config_) * idle_stretch_ : backoff_;
   if (timeout.count() > 0) queue_.WaitForWork(timeout);
 }
 
-void Engine::UpdateBackoff(bool made_progress, bool all_ranks_waiting) {
+void Engine::UpdateBackoff(bool made_progress, const NegotiationResult& result) {
   // Every rank holding work that no rank can finish yet would otherwise loop on empty
   // cycles; back off until new work arrives.
-  if (made_progress || !all_ranks_waiting) {
+  if (made_progress || !result.all_ranks_waiting) {
     backoff_ = std::chrono::microseconds(0);
   } else {
     backoff_ = std::min(std::max(backoff_ * 2, std::chrono::microseconds(50)), CycleTime(config_));
+  }
+  // While no rank has work at all, idle cycles only watch for shutdown and stalls, so
+  // they can grow rarer: each one wakes the thread (and, ranks being out of phase,
+  // polls for the others) on a core that is computing. Latency does not suffer: new
+  // local work starts a cycle at once, and the others join it as soon as they submit
+  // the same collective, which is the earliest it could complete anyway.
+  if (made_progress || result.any_rank_waiting) {
+    idle_stretch_ = 1;
+  } else {
+    idle_stretch_ = std::min(idle_stretch_ * 2, kMaxIdleStretch);
   }
 }
 

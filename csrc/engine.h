@@ -52,7 +52,7 @@ class Engine {
   void ExecuteOne(const Response& response);
   void Complete(const std::string& name, Status status, OpResult result);
   void FailEverything(const std::string& reason);
-  void UpdateBackoff(bool made_progress, bool all_ranks_waiting);
+  void UpdateBackoff(bool made_progress, const NegotiationResult& result);
 
   Config config_;
   MpiContext mpi_;
@@ -69,6 +69,10 @@ class Engine {
   std::unordered_map<std::string, TensorEntry> pending_;
   bool joined_ = false;
   std::chrono::microseconds backoff_{0};
+  // Idle cycles come every cycle_time * idle_stretch_; it doubles per cycle in which no
+  // rank had work, up to kMaxIdleStretch.
+  static constexpr int kMaxIdleStretch = 16;
+  int idle_stretch_ = 1;
 
   std::atomic<bool> shutdown_requested_{false};
   std::atomic<bool> running_{false};

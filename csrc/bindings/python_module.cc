@@ -89,6 +89,29 @@ OpResult WaitReleasingGil(Handle handle) {
   return Wait(handle);
 }
 
+// Builds the spec from plain arguments (cheaper than setting an OpSpec's attributes one
+// by one from Python), enqueues it and waits without the GIL: the whole synchronous op
+// in one call. The caller's references keep `input` and `output` alive meanwhile.
+OpResult RunOp(OpType op, std::string name, DataType dtype, std::vector<int64_t> shape,
+               uintptr_t input, uintptr_t output, ReduceOp reduce_op, double prescale,
+               double postscale, int32_t root_rank, int32_t device) {
+  OpSpec spec;
+  spec.op = op;
+  spec.name = std::move(name);
+  spec.dtype = dtype;
+  spec.shape = std::move(shape);
+  spec.input = reinterpret_cast<const void*>(input);
+  spec.output = reinterpret_cast<void*>(output);
+  spec.reduce_op = reduce_op;
+  spec.prescale = prescale;
+  spec.postscale = postscale;
+  spec.root_rank = root_rank;
+  spec.device = device;
+  Handle handle = Enqueue(std::move(spec));
+  py::gil_scoped_release release;
+  return Wait(handle);
+}
+
 // The data address of any object exporting a contiguous buffer (numpy arrays,
 // including ml_dtypes' bfloat16). Several times cheaper than numpy's
 // __array_interface__, and it runs on every op.
@@ -130,6 +153,9 @@ PYBIND11_MODULE(_core, m) {
   m.def("buffer_address", &BufferAddress, py::arg("object"));
   m.def("enqueue", &Enqueue, py::arg("spec"));
   m.def("enqueue_group", &EnqueueGroup, py::arg("specs"));
+  m.def("run_op", &RunOp, py::arg("op"), py::arg("name"), py::arg("dtype"), py::arg("shape"),
+        py::arg("input"), py::arg("output"), py::arg("reduce_op"), py::arg("prescale"),
+        py::arg("postscale"), py::arg("root_rank"), py::arg("device"));
   m.def("poll", &Poll, py::arg("handle"));
   m.def("wait", &WaitReleasingGil, py::arg("handle"));
 }

@@ -52,6 +52,14 @@ class OpDispatcher:
         spec.name = self._name("allreduce", name)
         return self._submit([spec], lambda results: finish(results[0]), (tensor.owner, output.owner))
 
+    def run_allreduce(self, tensor, output, scaling, name):
+        """The synchronous allreduce: no frontend handle, one call into the core, which
+        waits with the GIL released. The caller's references keep the memory alive."""
+        self._require_initialized()
+        reduce_op, prescale, postscale = self._reduction_args(tensor.dtype, scaling, _ALLREDUCE_OPS, "allreduce")
+        self._core.run_op(self._core.OpType.ALLREDUCE, self._name("allreduce", name), tensor.dtype, tensor.shape,
+                          tensor.address, output.address, reduce_op, prescale, postscale, 0, tensor.device)
+
     def grouped_allreduce(self, tensors, outputs, scaling, name, finish):
         """All members share one op, scaling and name prefix; they are negotiated as a unit."""
         self._require_initialized()
@@ -158,17 +166,25 @@ class OpDispatcher:
 
     def _reduction_spec(self, op_type, tensor, scaling, allowed_ops):
         spec = self._tensor_spec(op_type, tensor)
-        spec.reduce_op = to_core_reduce_op(scaling.op, allowed_ops, op_type.name.lower())
-        spec.prescale = validation.as_scale_factor(scaling.prescale, "prescale_factor")
-        spec.postscale = validation.as_scale_factor(scaling.postscale, "postscale_factor")
-        if tensor.dtype == self._core.DataType.BOOL:
-            self._check_bool_reduction(spec)
+        spec.reduce_op, spec.prescale, spec.postscale = self._reduction_args(
+            tensor.dtype, scaling, allowed_ops, op_type.name.lower()
+        )
         return spec
 
-    def _check_bool_reduction(self, spec):
-        if spec.prescale != 1.0 or spec.postscale != 1.0:
+    def _reduction_args(self, dtype, scaling, allowed_ops, op_kind):
+        """(core reduce op, prescale, postscale), checked for the op kind and dtype."""
+        reduce_op = to_core_reduce_op(scaling.op, allowed_ops, op_kind)
+        prescale = validation.as_scale_factor(scaling.prescale, "prescale_factor")
+        postscale = validation.as_scale_factor(scaling.postscale, "postscale_factor")
+        # `is`: core enums are singletons, and pybind11's == costs about 1 us per op.
+        if dtype is self._core.DataType.BOOL:
+            self._check_bool_reduction(reduce_op, prescale, postscale)
+        return reduce_op, prescale, postscale
+
+    def _check_bool_reduction(self, reduce_op, prescale, postscale):
+        if prescale != 1.0 or postscale != 1.0:
             raise ValueError("prescale_factor/postscale_factor cannot be applied to bool tensors")
-        if spec.reduce_op == self._core.ReduceOp.AVERAGE:
+        if reduce_op is self._core.ReduceOp.AVERAGE:
             raise ValueError("Average is not defined for bool tensors; use Sum/Max (any) or Min/Product (all)")
 
     def _submit(self, specs, finish, owners, grouped=False):

@@ -19,20 +19,31 @@ from lockstep.numpy.compression import Compression
 def allreduce_async(
     tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0, postscale_factor=1.0
 ):
+    sent, output, output_ref, scaling, finish = _prepare_allreduce(
+        tensor, average, compression, op, prescale_factor, postscale_factor
+    )
+    return DISPATCHER.allreduce(tensor_ref(sent), output_ref, scaling, name, lambda result: finish())
+
+
+def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+    """Reduce `tensor` across ranks (Average by default) and return the result."""
+    sent, output, output_ref, scaling, finish = _prepare_allreduce(
+        tensor, average, compression, op, prescale_factor, postscale_factor
+    )
+    DISPATCHER.run_allreduce(tensor_ref(sent), output_ref, scaling, name)
+    return finish()
+
+
+def _prepare_allreduce(tensor, average, compression, op, prescale_factor, postscale_factor):
+    """(array sent, output array, its TensorRef, Scaling, function returning the result)."""
     op = handle_average_backwards_compatibility(op, average)
     compressor = compression or Compression.none
     sent, context = compressor.compress(as_array(tensor))
     sent = as_array(sent, "compressed tensor")
     output, output_ref = new_output_like(sent)
-    scaling = Scaling(op, prescale_factor, postscale_factor)
-    return DISPATCHER.allreduce(
-        tensor_ref(sent), output_ref, scaling, name, lambda result: compressor.decompress(output, context)
+    return sent, output, output_ref, Scaling(op, prescale_factor, postscale_factor), (
+        lambda: compressor.decompress(output, context)
     )
-
-
-def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
-    """Reduce `tensor` across ranks (Average by default) and return the result."""
-    return synchronize(allreduce_async(tensor, average, name, compression, op, prescale_factor, postscale_factor))
 
 
 def grouped_allreduce_async(

@@ -20,9 +20,7 @@ class _Allreduce(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, op, name, prescale_factor, postscale_factor):
         ctx.reduction = (op, prescale_factor, postscale_factor)
-        return mpi_ops.synchronize(
-            mpi_ops.allreduce_async(tensor, name=name, op=op, prescale_factor=prescale_factor,
-                                    postscale_factor=postscale_factor))
+        return mpi_ops.allreduce_now(tensor, name, op, prescale_factor, postscale_factor)
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -110,8 +108,15 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     """Reduce `tensor` across ranks (Average by default) and return a new tensor."""
     op = handle_average_backwards_compatibility(op, average)
     compressed, context = compression.compress(tensor)
-    reduced = _Allreduce.apply(compressed, op, name, prescale_factor, postscale_factor)
+    if _needs_graph(compressed):
+        reduced = _Allreduce.apply(compressed, op, name, prescale_factor, postscale_factor)
+    else:  # autograd's bookkeeping would only add latency to this op
+        reduced = mpi_ops.allreduce_now(compressed, name, op, prescale_factor, postscale_factor)
     return compression.decompress(reduced, context)
+
+
+def _needs_graph(tensor):
+    return isinstance(tensor, torch.Tensor) and tensor.requires_grad and torch.is_grad_enabled()
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,

@@ -39,7 +39,20 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
     """Reduce `tensor` across ranks in place and return it."""
-    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor))
+    scaling = Scaling(handle_average_backwards_compatibility(op, average), prescale_factor, postscale_factor)
+    target = InPlaceTarget(check_tensor(tensor))
+    ref = target.ref()
+    DISPATCHER.run_allreduce(ref, ref, scaling, name)
+    return target.finish()
+
+
+def allreduce_now(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+    """Reduce `tensor` across ranks into a new tensor, waiting in a single call into the
+    core: the synchronous allreduce without a handle (not differentiable)."""
+    source = readable(check_tensor(tensor))
+    output, output_ref = new_output_like(source)
+    DISPATCHER.run_allreduce(tensor_ref(source), output_ref, Scaling(op, prescale_factor, postscale_factor), name)
+    return output
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):

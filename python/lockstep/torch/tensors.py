@@ -30,7 +30,7 @@ def check_tensor(tensor, what="tensor"):
     """`tensor` if lockstep can send it: a dense CPU tensor of a supported dtype."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{what} must be a torch.Tensor, got {type(tensor).__name__}")
-    if tensor.device.type != "cpu":
+    if not tensor.is_cpu:
         raise ValueError(
             f"{what} is on device {tensor.device}, but lockstep's GPU path does not exist yet: "
             "only CPU tensors are supported; move it with tensor.cpu()"
@@ -52,23 +52,22 @@ def core_dtype(dtype, what="tensor"):
 
 
 def readable(tensor):
-    """A dense view of a checked tensor's values for the core to read.
-
-    Detached so autograd never sees the core's access; copied only if not contiguous.
-    """
-    tensor = tensor.detach()
-    return tensor if tensor.is_contiguous() else tensor.contiguous()
+    """A dense view of a checked tensor's values for the core to read: the tensor itself
+    when contiguous (the core reads its memory, which autograd never sees), otherwise a
+    detached contiguous copy."""
+    return tensor if tensor.is_contiguous() else tensor.detach().contiguous()
 
 
 def tensor_ref(tensor):
     """A TensorRef for a contiguous CPU tensor; the ref keeps the tensor alive."""
-    return TensorRef(address=tensor.data_ptr(), dtype=_CORE_DTYPES[tensor.dtype], shape=tuple(tensor.shape),
-                     owner=tensor)
+    # Positional arguments and torch.Size as is: this runs twice on every op.
+    return TensorRef(tensor.data_ptr(), _CORE_DTYPES[tensor.dtype], tensor.shape, tensor)
 
 
 def new_output_like(tensor):
-    """A fresh contiguous tensor for the core to write a result into, and its TensorRef."""
-    output = torch.empty(tensor.shape, dtype=tensor.dtype)
+    """A fresh contiguous tensor (no autograd history) for the core to write a result
+    into, and its TensorRef."""
+    output = torch.empty_like(tensor)  # `tensor` is contiguous, so the output is too
     return output, tensor_ref(output)
 
 

@@ -1,6 +1,8 @@
 """Ops before init() and after shutdown() fail clearly; shutdown() with ops pending
 fails their handles instead of hanging; init() and shutdown() are idempotent."""
 
+import time
+
 import numpy as np
 
 import lockstep
@@ -43,6 +45,17 @@ def check_shutdown_with_pending_ops(rank, size):
     hvd.shutdown()  # idempotent
 
 
+def check_ops_after_idle(rank, size):
+    """Idle ranks cycle more and more rarely; a collective submitted after a long idle
+    spell, by the ranks at different moments, still completes with the right value."""
+    for round_index in range(3):
+        time.sleep(0.3)  # long enough for the idle cycle to stretch to its longest
+        time.sleep(0.02 * rank)  # ranks submit one after another
+        total = hvd.allreduce(np.full(3, rank + round_index, np.float64), op=hvd.Sum, name=f"after.idle.{round_index}")
+        expected = sum(range(size)) + size * round_index
+        assert total.tolist() == [expected] * 3, f"allreduce after idle round {round_index}: {total}"
+
+
 def main():
     rank, size = world_rank(), world_size()
     check_uninitialized_everything("before init()", NOT_INITIALIZED)
@@ -51,6 +64,7 @@ def main():
     assert hvd.is_initialized() and hvd.rank() == rank and hvd.size() == size, "init() worked"
     total = hvd.allreduce(np.full(2, rank, np.int32), op=hvd.Sum)
     assert total.tolist() == [sum(range(size))] * 2, f"allreduce before shutdown: {total}"
+    check_ops_after_idle(rank, size)
     check_shutdown_with_pending_ops(rank, size)
     check_uninitialized_everything("after shutdown()", SHUT_DOWN)
 
