@@ -1,8 +1,8 @@
 """Benchmark 3: allreducing ResNet-50's 161 gradient tensors (97.5 MiB) per step.
 
 lockstep submits every tensor asynchronously under a stable name, then waits for
-all: through the numpy frontend (new output arrays) and through the PyTorch
-frontend in place (as DistributedOptimizer does). Comparators: raw MPI with one
+all: through the numpy frontend (new output arrays, and in place) and through the
+PyTorch frontend in place (as DistributedOptimizer does). Comparators: raw MPI with one
 blocking call per tensor, one nonblocking call per tensor then Waitall, one call
 on a pre-concatenated buffer, and torch.distributed gloo with one async call per
 tensor. Steps are interleaved strategy by strategy, with no untimed warm-up: the
@@ -23,7 +23,11 @@ def add_arguments(parser):
 def make_variants(ctx, with_lockstep_torch):
     gradients = gradient_set.numpy_gradients()
     in_place = gradient_set.torch_gradients()
-    variants = {"lockstep numpy": gradient_set.lockstep_numpy_step(gradients)}
+    variants = {
+        "lockstep numpy": gradient_set.lockstep_numpy_step(gradients),
+        # Its own arrays: reducing in place changes them every step.
+        "lockstep numpy (in place)": gradient_set.lockstep_numpy_in_place_step(gradient_set.numpy_gradients()),
+    }
     if with_lockstep_torch:
         variants["lockstep torch (in place)"] = gradient_set.lockstep_torch_step(in_place)
     variants["MPI per tensor"] = gradient_set.mpi_blocking_step(ctx.comm, gradients)

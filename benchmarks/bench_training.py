@@ -24,7 +24,7 @@ SEED = 42
 def add_arguments(parser):
     parser.add_argument("--data", choices=("synthetic", "real"), default="synthetic")
     parser.add_argument("--rounds", type=int, default=6, help="timed blocks per variant")
-    parser.add_argument("--steps", type=int, default=10, help="training steps per block")
+    parser.add_argument("--steps", type=int, default=20, help="training steps per block")
 
 
 def new_model():

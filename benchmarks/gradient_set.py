@@ -34,6 +34,18 @@ def lockstep_numpy_step(gradients, prefix="numpy"):
     return step
 
 
+def lockstep_numpy_in_place_step(gradients, prefix="numpy.in_place"):
+    """Like lockstep_numpy_step, but each array receives its own result (allreduce_async_)."""
+    import lockstep.numpy as ls
+
+    def step():
+        handles = [ls.allreduce_async_(array, name=f"{prefix}.{name}", op=ls.Sum) for name, array in gradients]
+        for handle in handles:
+            ls.synchronize(handle)
+
+    return step
+
+
 def lockstep_torch_step(gradients, prefix="torch"):
     """In place, the way DistributedOptimizer reduces gradients."""
     import lockstep.torch as ls

@@ -94,7 +94,7 @@ def memory_section(memory):
 
 def targets_section(results):
     checks = summary.targets(results)
-    table = [[check["target"], check["measured"], "yes" if check["held"] else "**no**"] for check in checks]
+    table = [[check["target"], check["measured"], _held_label(check["held"])] for check in checks]
     return "### Targets (2 ranks)\n\n" + markdown_table(["target", "measured", "held"], table)
 
 
@@ -127,3 +127,9 @@ def render(results, plot_links=None):
 
 def _number(value, pattern):
     return "-" if value is None else pattern.format(value)
+
+
+def _held_label(held):
+    if held is None:  # shown for context, not a target
+        return "n/a"
+    return "yes" if held else "**no**"

@@ -25,10 +25,11 @@ def load_launcher():
 launcher = load_launcher()
 
 
-def build(argv, env=None, cpu_count=2, euid=0):
+def build(argv, env=None, cpu_count=2, euid=0, core_count=None):
     args = launcher.parse_args(argv)
     launcher.validate(args)
-    return launcher.build_mpirun_command(args, env or {}, cpu_count=cpu_count, euid=euid)
+    return launcher.build_mpirun_command(args, env or {}, cpu_count=cpu_count, euid=euid,
+                                         core_count=cpu_count if core_count is None else core_count)
 
 
 def option_values(command, flag):
@@ -40,11 +41,14 @@ def run_launcher(argv, env=None, timeout=120):
                           env=env or dict(os.environ), timeout=timeout)
 
 
-def test_local_launch_uses_unbound_yielding_ranks():
+def test_local_launch_binds_each_rank_to_its_share_of_cores_and_yields():
     command = build(["-np", "2", "python", "train.py"]).command
     assert command[:4] == ["mpirun", "-np", "2", "--allow-run-as-root"]
-    assert option_values(command, "--bind-to") == ["none"]
-    assert option_values(command, "--map-by") == ["slot"]
+    assert option_values(command, "--bind-to") == ["core"]
+    assert option_values(command, "--map-by") == ["slot:PE=1"]
+    # 16 logical CPUs but 8 physical cores (hyperthreads): 3 ranks get 2 cores each.
+    shares = build(["-np", "3", "python", "train.py"], cpu_count=16, core_count=8).command
+    assert option_values(shares, "--map-by") == ["slot:PE=2"]
     mca = command.index("--mca")
     assert command[mca + 1:mca + 3] == ["mpi_yield_when_idle", "1"]
     assert "--oversubscribe" not in command
@@ -173,3 +177,17 @@ def test_a_failing_rank_fails_the_launch():
     script = "import os, sys; sys.exit(3 if os.environ['OMPI_COMM_WORLD_RANK'] == '1' else 0)"
     result = run_launcher(["-np", "2", sys.executable, "-c", script])
     assert result.returncode == 3
+
+
+def test_ranks_stay_unbound_when_oversubscribed_across_hosts_or_told_otherwise():
+    for command in (build(["-np", "3", "x"], cpu_count=2).command,
+                    build(["-np", "2", "-H", "a:1,b:1", "x"], cpu_count=8).command):
+        assert option_values(command, "--bind-to") == ["none"]
+        assert option_values(command, "--map-by") == ["slot"]
+    own = build(["-np", "2", "--mpi-args", "--bind-to socket", "x"]).command
+    assert option_values(own, "--bind-to") == ["socket"] and "--map-by" not in own
+
+
+def test_usable_cores_counts_physical_cores_in_the_affinity_mask():
+    cores = launcher.usable_cores()
+    assert 1 <= cores <= len(os.sched_getaffinity(0))

@@ -14,6 +14,7 @@ from lockstep.common.ops import Average, Max, Min, Product, Sum, to_core_reduce_
 
 _REDUCESCATTER_OPS = (Average, Sum)
 _ALLREDUCE_OPS = (Average, Sum, Min, Max, Product)
+_PLAIN_REDUCE_OPS = {op: to_core_reduce_op(op) for op in _ALLREDUCE_OPS}
 
 
 # NamedTuples rather than dataclasses: they are built on every op, and are several
@@ -47,18 +48,40 @@ class OpDispatcher:
 
     def allreduce(self, tensor, output, scaling, name, finish):
         self._require_initialized()
-        spec = self._reduction_spec(self._core.OpType.ALLREDUCE, tensor, scaling, _ALLREDUCE_OPS)
-        spec.output = output.address
-        spec.name = self._name("allreduce", name)
-        return self._submit([spec], lambda results: finish(results[0]), (tensor.owner, output.owner))
-
-    def run_allreduce(self, tensor, output, scaling, name):
-        """The synchronous allreduce: no frontend handle, one call into the core, which
-        waits with the GIL released. The caller's references keep the memory alive."""
-        self._require_initialized()
         reduce_op, prescale, postscale = self._reduction_args(tensor.dtype, scaling, _ALLREDUCE_OPS, "allreduce")
-        self._core.run_op(self._core.OpType.ALLREDUCE, self._name("allreduce", name), tensor.dtype, tensor.shape,
-                          tensor.address, output.address, reduce_op, prescale, postscale, 0, tensor.device)
+        # Flat arguments rather than an OpSpec: this runs once per gradient every step.
+        core_handle = self._core.enqueue_op(
+            self._core.OpType.ALLREDUCE, self._name("allreduce", name), tensor.dtype, tensor.shape,
+            tensor.address, output.address, reduce_op, prescale, postscale, 0, tensor.device,
+        )
+        pending = PendingOp(core_handles=[core_handle], finish=lambda results: finish(results[0]),
+                            keepalive=(tensor.owner, output.owner))
+        return self._handles.add(pending)
+
+    def run_allreduce(self, dtype, shape, address, output_address, op, prescale, postscale, name, device=-1):
+        """The synchronous allreduce, the latency-critical path: flat arguments instead of
+        TensorRef/Scaling, no frontend handle, one call into the core, which waits with the
+        GIL released. The caller's references keep the memory alive meanwhile.
+
+        Plain arguments (a named op constant, no scaling, a str name) skip the general
+        checks; anything else goes through them, so errors are the same either way.
+        """
+        reduce_op = _PLAIN_REDUCE_OPS.get(op) if type(op) is int else None
+        plain = (reduce_op is not None and prescale.__class__ is float and prescale == 1.0
+                 and postscale.__class__ is float and postscale == 1.0 and name.__class__ is str
+                 and name != "" and dtype is not self._core.DataType.BOOL)
+        if not plain:
+            self._require_initialized()
+            reduce_op, prescale, postscale = self._reduction_args(
+                dtype, Scaling(op, prescale, postscale), _ALLREDUCE_OPS, "allreduce"
+            )
+            name = self._name("allreduce", name)
+        try:
+            self._core.run_op(self._core.OpType.ALLREDUCE, name, dtype, shape, address, output_address,
+                              reduce_op, prescale, postscale, 0, device)
+        except self._core.LockstepError:
+            self._require_initialized()  # the not-initialized error has its own type
+            raise
 
     def grouped_allreduce(self, tensors, outputs, scaling, name, finish):
         """All members share one op, scaling and name prefix; they are negotiated as a unit."""

@@ -12,7 +12,7 @@ from lockstep.common.dispatch import Scaling
 from lockstep.common.objects import ObjectCollectives
 from lockstep.common.ops import Average, handle_average_backwards_compatibility
 from lockstep.common.process import DISPATCHER, NAMER
-from lockstep.numpy.arrays import array_from_result, as_array, new_output_like, tensor_ref
+from lockstep.numpy.arrays import array_from_result, as_array, buffer_address, core_dtype, new_output_like, tensor_ref
 from lockstep.numpy.compression import Compression
 
 
@@ -30,8 +30,41 @@ def allreduce(tensor, average=None, name=None, compression=None, op=None, presca
     sent, output, output_ref, scaling, finish = _prepare_allreduce(
         tensor, average, compression, op, prescale_factor, postscale_factor
     )
-    DISPATCHER.run_allreduce(tensor_ref(sent), output_ref, scaling, name)
+    DISPATCHER.run_allreduce(core_dtype(sent.dtype), sent.shape, buffer_address(sent), output_ref.address,
+                             scaling.op, prescale_factor, postscale_factor, name)
     return finish()
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+    """Start reducing `tensor` across ranks in place; synchronize() returns `tensor`.
+
+    No output is allocated: for large arrays reused every step (gradients), this saves
+    faulting in fresh pages each time. Leave the array alone until synchronized.
+    """
+    array = _writable(tensor)
+    ref = tensor_ref(array)
+    scaling = Scaling(handle_average_backwards_compatibility(op, average), prescale_factor, postscale_factor)
+    return DISPATCHER.allreduce(ref, ref, scaling, name, lambda result: array)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+    """Reduce `tensor` across ranks in place and return it."""
+    array = _writable(tensor)
+    address = buffer_address(array)
+    DISPATCHER.run_allreduce(core_dtype(array.dtype), array.shape, address, address,
+                             handle_average_backwards_compatibility(op, average), prescale_factor,
+                             postscale_factor, name)
+    return array
+
+
+def _writable(tensor):
+    """An array the core may write a result into."""
+    if not isinstance(tensor, np.ndarray):  # a numpy scalar would be a temporary copy
+        raise TypeError(f"tensor must be a numpy.ndarray for an in-place op, got {type(tensor).__name__}")
+    array = as_array(tensor)
+    if not array.flags.writeable:
+        raise ValueError("tensor is read-only; an in-place op writes its result into it")
+    return array
 
 
 def _prepare_allreduce(tensor, average, compression, op, prescale_factor, postscale_factor):

@@ -14,6 +14,7 @@ from lockstep.common.process import DISPATCHER
 from lockstep.torch.tensors import (
     InPlaceTarget,
     check_tensor,
+    core_dtype,
     new_output_like,
     readable,
     tensor_from_result,
@@ -39,10 +40,12 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
     """Reduce `tensor` across ranks in place and return it."""
-    scaling = Scaling(handle_average_backwards_compatibility(op, average), prescale_factor, postscale_factor)
+    op = handle_average_backwards_compatibility(op, average)
     target = InPlaceTarget(check_tensor(tensor))
-    ref = target.ref()
-    DISPATCHER.run_allreduce(ref, ref, scaling, name)
+    work = target.work
+    address = work.data_ptr()
+    DISPATCHER.run_allreduce(core_dtype(work.dtype), work.shape, address, address, op, prescale_factor,
+                             postscale_factor, name)
     return target.finish()
 
 
@@ -50,8 +53,9 @@ def allreduce_now(tensor, name=None, op=Average, prescale_factor=1.0, postscale_
     """Reduce `tensor` across ranks into a new tensor, waiting in a single call into the
     core: the synchronous allreduce without a handle (not differentiable)."""
     source = readable(check_tensor(tensor))
-    output, output_ref = new_output_like(source)
-    DISPATCHER.run_allreduce(tensor_ref(source), output_ref, Scaling(op, prescale_factor, postscale_factor), name)
+    output = torch.empty_like(source)  # `source` is contiguous, so the output is too
+    DISPATCHER.run_allreduce(core_dtype(source.dtype), source.shape, source.data_ptr(), output.data_ptr(), op,
+                             prescale_factor, postscale_factor, name)
     return output
 
 

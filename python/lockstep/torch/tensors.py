@@ -77,15 +77,15 @@ class InPlaceTarget:
 
     def __init__(self, tensor):
         self.tensor = tensor
-        self._work = readable(tensor)
+        self.work = readable(tensor)  # what the core writes into
 
     def ref(self):
-        return tensor_ref(self._work)
+        return tensor_ref(self.work)
 
     def finish(self):
-        if not self.tensor.is_contiguous():
+        if self.work is not self.tensor:
             with torch.no_grad():
-                self.tensor.copy_(self._work)
+                self.tensor.copy_(self.work)
         return self.tensor
 
 

@@ -115,6 +115,27 @@ def check_unnamed_ops_interleaved(rank, size):
     assert_equal(blocking, np.full(2, sum(range(size)), np.int16), "unnamed blocking allreduce")
 
 
+def check_in_place(rank, size):
+    """allreduce_ and allreduce_async_ write into the array itself and return it."""
+    array = np.arange(6, dtype=np.float32).reshape(2, 3) + rank
+    expected = np.arange(6, dtype=np.float32).reshape(2, 3) * size + sum(range(size))
+    returned = hvd.allreduce_(array, op=hvd.Sum, name="in.place.sync")
+    assert returned is array, "allreduce_ returns its argument"
+    assert_equal(array, expected, "allreduce_ result")
+    array = np.full(5, rank + 1, np.float64)
+    handle = hvd.allreduce_async_(array, name="in.place.async")  # Average by default
+    assert hvd.synchronize(handle) is array, "synchronize(allreduce_async_) returns the argument"
+    assert_equal(array, np.full(5, sum(range(1, size + 1)) / size), "allreduce_async_ result")
+    unnamed = np.full(3, 2.0, np.float64)
+    hvd.allreduce_(unnamed, prescale_factor=0.5, postscale_factor=4.0)  # the general path: scaling, no name
+    assert_equal(unnamed, np.full(3, 4.0), "allreduce_ with scaling and an automatic name")
+    read_only = np.ones(3, np.float32)
+    read_only.flags.writeable = False
+    expect_error(ValueError, ["read-only"], hvd.allreduce_, read_only)
+    expect_error(TypeError, ["ndarray", "in-place"], hvd.allreduce_, np.float32(1.0))
+    expect_error(ValueError, ["contiguous"], hvd.allreduce_async_, np.ones((4, 4), np.float32)[:, 1])
+
+
 def check_poll(rank, size):
     big = np.full(1 << 20, rank + 1, np.float32)
     handle = hvd.allreduce_async(big, op=hvd.Sum, name="poll.big")
@@ -175,6 +196,7 @@ def main():
     check_defaults_and_deprecated_average(rank, size)
     check_numpy_scalars(rank, size)
     check_unnamed_ops_interleaved(rank, size)
+    check_in_place(rank, size)
     check_poll(rank, size)
     check_compression(rank, size)
     check_grouped(rank, size)
