@@ -1,8 +1,9 @@
 """Benchmark 4: training throughput of the Fashion-MNIST convnet (batch 64 per rank).
 
-Three copies of the model, identically initialized, train side by side in one
-process, block by block: with no communication at all, with lockstep's
-DistributedOptimizer, and with torch DDP over gloo. One torch thread per rank.
+Four copies of the model, identically initialized, train side by side in one
+process, block by block: with no communication at all, with only a per-step
+synchronization (one 4-byte allreduce), with lockstep's DistributedOptimizer, and
+with torch DDP over gloo. One torch thread per rank.
 Each block is a fixed number of steps; throughput = samples of all ranks / time
 of the slowest rank. The driver runs this at 1 and at 2 ranks and computes the
 scaling efficiency throughput(2) / (2 x throughput(1)).
@@ -56,13 +57,21 @@ def make_variants(ctx, batches, steps):
     ls.broadcast_parameters(lockstep_model.state_dict(), root_rank=0)
     ddp = DistributedDataParallel(new_model())
     ddp_optimizer = new_sgd(ddp.parameters())
+    synced = new_model()
+    synced_optimizer = new_sgd(synced.parameters())
+    flag = torch.zeros(1)
     models = {
-        "no communication": (plain, plain_optimizer),
-        "lockstep DistributedOptimizer": (lockstep_model, lockstep_optimizer),
-        "torch DDP (gloo)": (ddp, ddp_optimizer),
+        "no communication": (plain, plain_optimizer, None),
+        # No gradient averaging, only one 4-byte allreduce per step: the ranks wait for
+        # each other once a step, which every synchronous data-parallel step must do.
+        # Its efficiency is the ceiling for the averaging variants on jittery cores.
+        "per-step sync only": (synced, synced_optimizer, lambda: ls.allreduce(flag, name="bench.step.sync")),
+        "lockstep DistributedOptimizer": (lockstep_model, lockstep_optimizer, None),
+        "torch DDP (gloo)": (ddp, ddp_optimizer, None),
     }
-    blocks = {name: _block(model, optimizer, batches, steps) for name, (model, optimizer) in models.items()}
-    return blocks, {name: model for name, (model, _) in models.items()}
+    blocks = {name: _block(model, optimizer, batches, steps, after_step)
+              for name, (model, optimizer, after_step) in models.items()}
+    return blocks, {name: model for name, (model, _, _) in models.items()}
 
 
 def parameters_agree(ctx, model):
@@ -74,12 +83,14 @@ def parameters_agree(ctx, model):
     return bool(ctx.comm.allreduce(int(np.allclose(local, on_root, rtol=1e-6, atol=1e-7)), op=MPI.MIN))
 
 
-def _block(model, optimizer, batches, steps):
+def _block(model, optimizer, batches, steps, after_step=None):
     model.train()
 
     def run_block():
         for _ in range(steps):
             training_step(model, optimizer, batches)
+            if after_step is not None:
+                after_step()
 
     return run_block
 

@@ -1,6 +1,7 @@
 """PNG plots of the benchmark results (matplotlib, no display needed)."""
 
 import os
+import textwrap
 
 import matplotlib
 
@@ -90,7 +91,7 @@ def plot_training(training, path):
         if efficiency is not None:
             top = max(numbers[name].get(1, 0), numbers[name].get(2, 0))
             axis.annotate(f"eff. {efficiency:.2f}", (index, top), ha="center", va="bottom", fontsize=9)
-    axis.set_xticks(range(len(names)), names)
+    axis.set_xticks(range(len(names)), [textwrap.fill(name, 16, break_long_words=False) for name in names], fontsize=9)
     axis.set_ylabel("throughput (samples/s, all ranks)")
     axis.set_title("Fashion-MNIST convnet, batch 64 per rank, 1 torch thread per rank")
     axis.margins(y=0.15)

@@ -17,9 +17,7 @@ void CheckMpi(int rc, const char* what) {
   if (rc != MPI_SUCCESS) throw Error(std::string("negotiation failed in ") + what);
 }
 
-// Ranks reach the cycle's collective at different times. Spinning in MPI would steal
-// the core a training thread needs, so after a short spin poll with growing sleeps.
-void WaitPolitely(MPI_Request* request) {
+void PollWithGrowingSleeps(MPI_Request* request) {
   using namespace std::chrono;
   const auto spin_until = steady_clock::now() + microseconds(20);
   int done = 0;
@@ -55,10 +53,12 @@ void ForEachSetBit(const std::vector<uint64_t>& words, Visit visit) {
 }  // namespace
 
 Controller::Controller(MPI_Comm comm, const Topology& topology, const Config& config,
-                       const Logger& logger)
+                       const Logger& logger, IdleWait idle_wait)
     : comm_(comm),
       topology_(topology),
       logger_(logger),
+      idle_wait_(std::move(idle_wait)),
+      idle_poll_cap_(std::max<int64_t>(50, static_cast<int64_t>(config.cycle_time_ms * 1000))),
       cache_(config.cache_capacity),
       stall_inspector_(config, logger) {
   if (topology_.rank == 0) {
@@ -141,7 +141,7 @@ Controller::Flags Controller::ExchangeBits(bool shutdown_requested, bool joined,
   CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, vec.data(), static_cast<int>(vec.size()), MPI_UINT64_T,
                           MPI_BAND, comm_, &request),
            "MPI_Iallreduce");
-  WaitPolitely(&request);
+  WaitForOthers(&request, has_pending);
 
   uint64_t any = ~vec[1];
   ready->assign(vec.begin() + 2, vec.begin() + 2 + words);
@@ -149,6 +149,25 @@ Controller::Flags Controller::ExchangeBits(bool shutdown_requested, bool joined,
   for (int w = 0; w < words; ++w) (*partial)[w] = ~vec[2 + words + w] & ~vec[2 + w];
   return Flags{(vec[0] & kAndHasPending) != 0, (any & kOrHasPending) != 0,
                (any & kOrNeedFullRound) != 0, (any & kOrShutdown) != 0, (any & kOrJoined) != 0};
+}
+
+// Ranks reach the cycle's collective at different times. Spinning in MPI would steal
+// the core a training thread needs, so after a short spin the wait polls with growing
+// sleeps. While this rank has no work, nothing of its own rides on the cycle: it polls
+// coarsely (up to cycle_time) until local work arrives, which otherwise woke the
+// thread, and the core it shares, dozens of times per training step.
+void Controller::WaitForOthers(MPI_Request* request, bool has_pending) {
+  if (!has_pending) {
+    int done = 0;
+    auto pause = std::chrono::microseconds(50);
+    while (true) {
+      CheckMpi(MPI_Test(request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done) return;
+      if (idle_wait_(pause)) break;  // local work: from now on, latency counts
+      pause = std::min(pause * 2, idle_poll_cap_);
+    }
+  }
+  PollWithGrowingSleeps(request);
 }
 
 void Controller::TakeReadyFromCache(const std::vector<uint64_t>& ready,

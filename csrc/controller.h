@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -30,7 +31,12 @@ struct NegotiationResult {
 class Controller {
  public:
   using Clock = std::chrono::steady_clock;
-  Controller(MPI_Comm comm, const Topology& topology, const Config& config, const Logger& logger);
+  // Sleeps up to the given time, returning true early when local work (or a wake-up)
+  // arrives: how the controller waits for other ranks while its own rank is idle.
+  using IdleWait = std::function<bool(std::chrono::microseconds)>;
+
+  Controller(MPI_Comm comm, const Topology& topology, const Config& config, const Logger& logger,
+             IdleWait idle_wait);
 
   // Files new local requests for the next cycle: one cache bit each when the cache
   // knows them exactly, otherwise full requests. A group goes one way as a whole, so
@@ -52,10 +58,13 @@ class Controller {
   void ResendInFull(int32_t cache_id);
   bool StallCheckDue();
   int32_t CacheHit(const Request& request) const;  // slot id, or -1
+  void WaitForOthers(MPI_Request* request, bool has_pending);
 
   MPI_Comm comm_;
   Topology topology_;
   const Logger& logger_;
+  IdleWait idle_wait_;
+  std::chrono::microseconds idle_poll_cap_;
   ResponseCache cache_;
   StallInspector stall_inspector_;
   std::unique_ptr<Coordinator> coordinator_;   // rank 0 only

@@ -36,7 +36,9 @@ Engine::Engine(const Config& config, HandleTable& handles)
       mpi_types_(),
       mpi_backend_(mpi_.comm(), mpi_types_),
       handles_(handles),
-      controller_(mpi_.comm(), mpi_.topology(), config_, logger_),
+      controller_(
+          mpi_.comm(), mpi_.topology(), config_, logger_,
+          [this](std::chrono::microseconds timeout) { return queue_.WaitForWork(timeout); }),
       runner_(mpi_.topology(), mpi_backend_, timeline_, config_.chunk_bytes) {
   if (logger_.Enabled(LogLevel::kDebug)) logger_.Log(LogLevel::kDebug, Describe(config_));
   if (!config_.timeline_path.empty() && topology().rank == 0) {

@@ -35,10 +35,11 @@ void TensorQueue::Release(const std::string& name) {
   in_flight_.erase(name);
 }
 
-void TensorQueue::WaitForWork(std::chrono::microseconds timeout) {
+bool TensorQueue::WaitForWork(std::chrono::microseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait_for(lock, timeout, [&] { return !entries_.empty() || woken_; });
+  const bool woken = cv_.wait_for(lock, timeout, [&] { return !entries_.empty() || woken_; });
   woken_ = false;
+  return woken;
 }
 
 void TensorQueue::Wake() {

@@ -29,8 +29,9 @@ class TensorQueue {
   void Push(std::vector<TensorEntry> entries);
   std::vector<TensorEntry> PopAll();
   void Release(const std::string& name);
-  // Returns once entries are waiting, Wake() was called, or `timeout` passed.
-  void WaitForWork(std::chrono::microseconds timeout);
+  // Returns once entries are waiting, Wake() was called, or `timeout` passed; true in
+  // the first two cases.
+  bool WaitForWork(std::chrono::microseconds timeout);
   void Wake();
   // After Close, Push throws Error(reason).
   void Close(const std::string& reason);

@@ -256,14 +256,23 @@ TEST(TensorQueueTest, WaitForWorkReturnsAtOnceWhenWorkIsWaiting) {
 TEST(TensorQueueTest, WaitForWorkTimesOutWhenIdle) {
   TensorQueue queue;
   auto start = SteadyClock::now();
-  queue.WaitForWork(milliseconds(50));
+  EXPECT_FALSE(queue.WaitForWork(milliseconds(50)));
   EXPECT_GE(SteadyClock::now() - start, milliseconds(50));
 
   queue.Wake();
-  queue.WaitForWork(kPatience);  // consumes the wake...
+  EXPECT_TRUE(queue.WaitForWork(kPatience));  // consumes the wake...
   start = SteadyClock::now();
-  queue.WaitForWork(milliseconds(30));  // ...so this one waits the full time
+  EXPECT_FALSE(queue.WaitForWork(milliseconds(30)));  // ...so this one waits the full time
   EXPECT_GE(SteadyClock::now() - start, milliseconds(30));
+}
+
+TEST(TensorQueueTest, WaitForWorkSaysWhetherWorkOrAWakeEndedIt) {
+  TensorQueue queue;
+  queue.Push({Entry("a")});
+  EXPECT_TRUE(queue.WaitForWork(kPatience));
+  EXPECT_TRUE(queue.WaitForWork(kPatience));  // the entry is still waiting
+  queue.PopAll();
+  EXPECT_FALSE(queue.WaitForWork(milliseconds(1)));
 }
 
 TEST(TensorQueueTest, CloseMakesPushThrowTheReason) {

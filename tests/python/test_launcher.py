@@ -157,6 +157,30 @@ def test_check_build_lists_backends_and_frameworks():
     assert any(line.strip().startswith("[X] numpy") for line in result.stdout.splitlines())
 
 
+BLOCK_CORE_THEN_CHECK_BUILD = """
+import sys
+
+class BrokenCore:  # as if the extension failed to build or load
+    def find_spec(self, name, path=None, target=None):
+        if name == "lockstep._core":
+            raise ImportError("simulated: _core.so is missing")
+
+sys.meta_path.insert(0, BrokenCore())
+from lockstep.run import main
+sys.exit(main(["--check-build"]))
+"""
+
+
+def test_check_build_reports_a_broken_core_instead_of_crashing():
+    # The installed lockstep-run imports lockstep.run through the lockstep package,
+    # so the package must not need the compiled core just to be imported.
+    result = subprocess.run([sys.executable, "-c", BLOCK_CORE_THEN_CHECK_BUILD], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    mpi_row = next(line for line in result.stdout.splitlines() if "MPI" in line)
+    assert mpi_row.strip().startswith("[ ] MPI") and "simulated: _core.so is missing" in mpi_row
+
+
 # One write() per rank: mpirun interleaves the ranks' output at write granularity,
 # and print() writes piece by piece when PYTHONUNBUFFERED is set.
 RANK_REPORT = ("import os; os.write(1, f\"rank {os.environ['OMPI_COMM_WORLD_RANK']} "

@@ -107,10 +107,13 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
               postscale_factor=1.0):
     """Reduce `tensor` across ranks (Average by default) and return a new tensor."""
     op = handle_average_backwards_compatibility(op, average)
+    if compression is Compression.none and not _needs_graph(tensor):
+        # The latency-critical case: autograd's bookkeeping would only add to it.
+        return mpi_ops.allreduce_now(tensor, name, op, prescale_factor, postscale_factor)
     compressed, context = compression.compress(tensor)
     if _needs_graph(compressed):
         reduced = _Allreduce.apply(compressed, op, name, prescale_factor, postscale_factor)
-    else:  # autograd's bookkeeping would only add latency to this op
+    else:
         reduced = mpi_ops.allreduce_now(compressed, name, op, prescale_factor, postscale_factor)
     return compression.decompress(reduced, context)
 
