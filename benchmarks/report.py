@@ -92,6 +92,22 @@ def memory_section(memory):
             "(largest rank; lockstep.torch in place)\n\n" + markdown_table(headers, table))
 
 
+def shm_section(shm):
+    rows = shm["rows"]
+    table = []
+    for ranks in sorted({row["ranks"] for row in rows}):
+        for size in sorted({row["size_bytes"] for row in rows}):
+            found = {row["variant"]: row for row in rows if row["ranks"] == ranks and row["size_bytes"] == size}
+            shared, mpi_path = found[summary.SHM_VARIANT], found[summary.SHM_MPI_PATH]
+            table.append([ranks, size_label(size), f"{shared['busbw_GBps']:.2f}", f"{mpi_path['busbw_GBps']:.2f}",
+                          f"{shared['busbw_GBps'] / mpi_path['busbw_GBps']:.2f}x",
+                          f"{found[summary.MPI_VARIANT]['busbw_GBps']:.2f}"])
+    return ("### 6. Shared-memory allreduce against lockstep's MPI path (busbw GB/s, in-place float32, "
+            "1 MiB chunks, both paths alternating in one job; 3 ranks oversubscribe the 2 cores)\n\n"
+            + markdown_table(["ranks", "size", "shared memory", "MPI path", "shared / MPI path",
+                              "MPI_Allreduce (mpi4py), one call"], table))
+
+
 def targets_section(results):
     checks = summary.targets(results)
     table = [[check["target"], check["measured"], _held_label(check["held"])] for check in checks]
@@ -104,6 +120,7 @@ SECTIONS = (
     ("gradient_step", gradient_section),
     ("training", training_section),
     ("memory", memory_section),
+    ("shm", shm_section),
 )
 
 

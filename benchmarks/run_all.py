@@ -1,12 +1,12 @@
-"""`make bench`: run the five benchmarks side by side with their comparators.
+"""`make bench`: run the six benchmarks side by side with their comparators.
 
-Each benchmark is its own mpirun job (2 ranks; training also 1 rank). The JSON of
+Each benchmark is its own mpirun job (2 ranks; training also 1 rank, shm also 3). The JSON of
 every job, a Markdown report and PNG plots go to results/<date-time>/ (and
 results/latest points there); the report is printed at the end. A full run also
 refreshes the committed copies, benchmarks/RESULTS.md and benchmarks/plots/, that
 the README shows.
 
-    .venv/bin/python benchmarks/run_all.py                  # everything, ~5 minutes
+    .venv/bin/python benchmarks/run_all.py                  # everything, ~4 minutes
     .venv/bin/python benchmarks/run_all.py --quick          # smoke test, ~1 minute
     .venv/bin/python benchmarks/run_all.py --only latency bandwidth
 """
@@ -25,10 +25,11 @@ import report
 from launcher import BENCH_DIR, REPO_ROOT, LaunchFailed
 
 MIB = 1 << 20
-BENCHMARKS = ("latency", "bandwidth", "gradient_step", "training", "memory")
+BENCHMARKS = ("latency", "bandwidth", "gradient_step", "training", "memory", "shm")
 # Alternating 1- and 2-rank launches spreads the machine's drift over both.
 TRAINING_RANKS = (1, 2, 1, 2, 1, 2)
 MEMORY_THRESHOLDS_MIB = (0, 1, 4, 16, 64, 128)
+SHM_RANKS = (2, 3)
 
 
 def parse_args():
@@ -66,17 +67,17 @@ class Runner:
         return result
 
     def latency(self):
-        return self.launch("1/5 latency, 2 ranks", "bench_latency.py", 2, "latency.json")
+        return self.launch("1/6 latency, 2 ranks", "bench_latency.py", 2, "latency.json")
 
     def bandwidth(self):
-        return self.launch("2/5 bandwidth, 2 ranks", "bench_bandwidth.py", 2, "bandwidth.json")
+        return self.launch("2/6 bandwidth, 2 ranks", "bench_bandwidth.py", 2, "bandwidth.json")
 
     def gradient_step(self):
         settings = {}
         if self.timeline:
             path = os.path.join(self.results_dir, "timeline_gradient_step.json")
             settings = {"LOCKSTEP_TIMELINE": path, "LOCKSTEP_TIMELINE_MARK_CYCLES": "1"}
-        return self.launch("3/5 ResNet-50 gradient step, 2 ranks", "bench_gradient_step.py", 2,
+        return self.launch("3/6 ResNet-50 gradient step, 2 ranks", "bench_gradient_step.py", 2,
                            "gradient_step.json", settings=settings)
 
     def training(self):
@@ -84,7 +85,7 @@ class Runner:
         ranks_list = TRAINING_RANKS[:2] if self.quick else TRAINING_RANKS
         launches = []
         for index, ranks in enumerate(ranks_list):
-            label = f"4/5 training throughput, {ranks} rank(s), launch {index + 1} of {len(ranks_list)}"
+            label = f"4/6 training throughput, {ranks} rank(s), launch {index + 1} of {len(ranks_list)}"
             result = self.launch(label, "bench_training.py", ranks, f"training_{index}_{ranks}ranks.json", data)
             if result is not None:
                 launches.append(result)
@@ -95,9 +96,19 @@ class Runner:
         for settings in memory_settings(self.quick):
             described = ", ".join(f"{name}={value}" for name, value in settings.items())
             name = "memory_" + "_".join(f"{key.split('_')[-1].lower()}{value}" for key, value in settings.items())
-            result = self.launch(f"5/5 memory, {described}", "bench_memory.py", 2, f"{name}.json", settings=settings)
+            result = self.launch(f"5/6 memory, {described}", "bench_memory.py", 2, f"{name}.json", settings=settings)
             if result is not None:
                 rows += result["rows"]
+        return {"rows": rows} if rows else None
+
+
+    def shm(self):
+        rows = []
+        for ranks in SHM_RANKS:
+            result = self.launch(f"6/6 shared-memory allreduce vs MPI path, {ranks} ranks", "bench_shm.py", ranks,
+                                 f"shm_{ranks}ranks.json")
+            if result is not None:
+                rows += [dict(row, ranks=ranks) for row in result["rows"]]
         return {"rows": rows} if rows else None
 
 

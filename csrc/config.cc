@@ -79,6 +79,14 @@ bool ReadBool(const Setting& setting) {
   Reject(setting, "a boolean (1/0, true/false, yes/no, on/off)");
 }
 
+int ReadShmMode(const Setting& setting) {
+  std::string text = ToLower(setting.value);
+  if (text == "auto") return 3;
+  if (text == "1" || text == "true" || text == "yes" || text == "on") return 2;
+  if (text == "0" || text == "false" || text == "no" || text == "off") return 0;
+  Reject(setting, "auto, or a boolean (1/0, true/false, yes/no, on/off)");
+}
+
 LogLevel ReadLogLevel(const Setting& setting) {
   std::string text = ToLower(setting.value);
   for (LogLevel level : {LogLevel::kTrace, LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarning,
@@ -121,6 +129,9 @@ Config ParseConfig(const Lookup& lookup) {
       throw ConfigError(s->name + "=\"" + s->value + "\" is not a multiple of 8 bytes");
     }
   }
+  if (auto s = FindSetting(lookup, "SHM_ALLREDUCE")) {
+    config.shm_allreduce_min_ranks = ReadShmMode(*s);
+  }
   if (auto s = FindSetting(lookup, "CYCLE_TIME")) config.cycle_time_ms = ReadMilliseconds(*s);
   if (auto s = FindSetting(lookup, "CACHE_CAPACITY")) {
     config.cache_capacity = static_cast<int>(ReadInteger(
@@ -150,6 +161,7 @@ std::string Describe(const Config& config) {
   std::ostringstream out;
   out << "fusion_threshold=" << config.fusion_threshold_bytes << "B"
       << " chunk=" << config.chunk_bytes << "B"
+      << " shm_allreduce_min_ranks=" << config.shm_allreduce_min_ranks
       << " cycle_time=" << config.cycle_time_ms << "ms"
       << " cache_capacity=" << config.cache_capacity << " timeline="
       << (config.timeline_path.empty() ? "none" : "\"" + config.timeline_path + "\"")

@@ -34,13 +34,18 @@ Engine::Engine(const Config& config, HandleTable& handles)
       mpi_(),
       logger_(config.log_level, mpi_.topology().rank),
       mpi_types_(),
-      mpi_backend_(mpi_.comm(), mpi_types_),
+      mpi_backend_(mpi_.comm(), mpi_types_, config.chunk_bytes, config.shm_allreduce_min_ranks),
       handles_(handles),
       controller_(
           mpi_.comm(), mpi_.topology(), config_, logger_,
           [this](std::chrono::microseconds timeout) { return queue_.WaitForWork(timeout); }),
       runner_(mpi_.topology(), mpi_backend_, timeline_, config_.chunk_bytes) {
-  if (logger_.Enabled(LogLevel::kDebug)) logger_.Log(LogLevel::kDebug, Describe(config_));
+  if (logger_.Enabled(LogLevel::kDebug)) {
+    logger_.Log(LogLevel::kDebug, Describe(config_));
+    if (mpi_backend_.shm_active()) {
+      logger_.Log(LogLevel::kDebug, "allreduce pieces of 64 KiB or more go through shared memory");
+    }
+  }
   if (!config_.timeline_path.empty() && topology().rank == 0) {
     timeline_.Start(config_.timeline_path, config_.timeline_mark_cycles);
   }

@@ -76,8 +76,13 @@ class UnitType {
 
 }  // namespace
 
-MpiBackend::MpiBackend(MPI_Comm comm, const MpiTypes& types) : comm_(comm), types_(types) {
+MpiBackend::MpiBackend(MPI_Comm comm, const MpiTypes& types, int64_t shm_bytes, int shm_min_ranks)
+    : comm_(comm), types_(types) {
   MPI_Comm_size(comm_, &size_);
+  if (shm_min_ranks > 0 && size_ >= shm_min_ranks && shm_bytes >= kShmMinBytes) {
+    auto shm = std::make_unique<ShmAllreduce>(comm_, shm_bytes);
+    if (shm->Usable()) shm_ = std::move(shm);
+  }
 }
 
 void MpiBackend::Allreduce(const void* input, void* output, int64_t count, DataType dtype,
@@ -85,6 +90,11 @@ void MpiBackend::Allreduce(const void* input, void* output, int64_t count, DataT
   auto in = static_cast<const char*>(input);
   auto out = static_cast<char*>(output);
   const int64_t element = DataTypeSize(dtype);
+  const int64_t bytes = count * element;
+  if (shm_ && bytes >= kShmMinBytes && bytes <= shm_->max_bytes()) {
+    shm_->Run(input, output, count, dtype, op);
+    return;
+  }
   for (int64_t done = 0; done < count;) {
     int64_t piece = std::min(count - done, kMaxCount);
     const void* send = (in == out) ? MPI_IN_PLACE : in + done * element;

@@ -3,14 +3,21 @@
 
 #include <mpi.h>
 
+#include <memory>
+
 #include "backend.h"
 #include "mpi_types.h"
+#include "shm_allreduce.h"
 
 namespace lockstep {
 
 class MpiBackend : public Backend {
  public:
-  MpiBackend(MPI_Comm comm, const MpiTypes& types);
+  // When every rank shares this host and there are at least shm_min_ranks of them (0:
+  // never), allreduce pieces of kShmMinBytes to shm_bytes go through shared memory.
+  MpiBackend(MPI_Comm comm, const MpiTypes& types, int64_t shm_bytes, int shm_min_ranks);
+  static constexpr int64_t kShmMinBytes = 64 * 1024;
+  bool shm_active() const { return shm_ != nullptr; }
   const char* name() const override { return "MPI"; }
 
   void Allreduce(const void* input, void* output, int64_t count, DataType dtype,
@@ -28,6 +35,7 @@ class MpiBackend : public Backend {
   MPI_Comm comm_;
   const MpiTypes& types_;
   int size_ = 1;
+  std::unique_ptr<ShmAllreduce> shm_;  // null unless usable
 };
 
 }  // namespace lockstep

@@ -3,8 +3,22 @@
 from mpi_harness import run_ranks
 
 
+SHM_ACTIVE = "go through shared memory"
+
+
 def test_allreduce_and_grouped_allreduce(num_ranks):
-    run_ranks("allreduce_all.py", num_ranks).assert_all_ranks_passed(num_ranks)
+    # Debug logging says which allreduce path the large tensors took: shared memory
+    # from 3 ranks of one host on, MPI below that.
+    run = run_ranks("allreduce_all.py", num_ranks, env={"LOCKSTEP_LOG_LEVEL": "debug"})
+    run.assert_all_ranks_passed(num_ranks)
+    assert (SHM_ACTIVE in run.stderr) == (num_ranks >= 3), run.describe()
+
+
+def test_allreduce_with_shared_memory_switched_off():
+    env = {"LOCKSTEP_LOG_LEVEL": "debug", "LOCKSTEP_SHM_ALLREDUCE": "0"}
+    run = run_ranks("allreduce_all.py", 3, env=env)
+    run.assert_all_ranks_passed(3)
+    assert SHM_ACTIVE not in run.stderr, run.describe()
 
 
 def test_allgather_broadcast_alltoall_reducescatter_objects(num_ranks, tmp_path):

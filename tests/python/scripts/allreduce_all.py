@@ -136,6 +136,28 @@ def check_in_place(rank, size):
     expect_error(ValueError, ["contiguous"], hvd.allreduce_async_, np.ones((4, 4), np.float32)[:, 1])
 
 
+def check_large_tensors(rank, size):
+    """Pieces of 64 KiB and more, which take the shared-memory path on 3+ ranks of one
+    host: every dtype and op, a tensor spanning several 1 MiB chunks, and a fused burst."""
+    pending = PendingChecks()
+    for dtype in ALL_DTYPES:
+        ops = ["Sum", "Min", "Max", "Product"] if dtype == BOOL else list(OPS)
+        for op_name in ops:
+            inputs = inputs_for(dtype, (70000,), op_name, size)  # >= 64 KiB even for 1-byte dtypes
+            what = f"large allreduce {dtype.name} {op_name}"
+            handle = hvd.allreduce_async(inputs[rank], op=OPS[op_name], name=what)
+            pending.add(handle, expected_reduction(inputs, dtype, op_name, size), inputs[rank], what)
+    pending.check_all()
+    inputs = inputs_for(np.dtype(np.float32), (300001,), "Sum", size)  # 3 chunks, the last one odd
+    assert_equal(hvd.allreduce(inputs[rank], op=hvd.Sum, name="large.chunks"),
+                 expected_reduction(inputs, np.dtype(np.float32), "Sum", size), "multi-chunk allreduce")
+    burst = [inputs_for(np.dtype(np.float64), (25000 + i,), "Average", size) for i in range(8)]  # fused
+    for i, inputs in enumerate(burst):
+        pending.add(hvd.allreduce_async(inputs[rank], name=f"large.burst.{i}"),
+                    expected_reduction(inputs, np.dtype(np.float64), "Average", size), inputs[rank], f"burst {i}")
+    pending.check_all()
+
+
 def check_poll(rank, size):
     big = np.full(1 << 20, rank + 1, np.float32)
     handle = hvd.allreduce_async(big, op=hvd.Sum, name="poll.big")
@@ -197,6 +219,7 @@ def main():
     check_numpy_scalars(rank, size)
     check_unnamed_ops_interleaved(rank, size)
     check_in_place(rank, size)
+    check_large_tensors(rank, size)
     check_poll(rank, size)
     check_compression(rank, size)
     check_grouped(rank, size)

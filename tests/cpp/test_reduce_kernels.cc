@@ -1,0 +1,76 @@
+// ReduceInto must reduce exactly as the MPI ops lockstep uses would: wrapping integer
+// arithmetic, any/all on bool, float16/bfloat16 computed in float.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "half.h"
+#include "reduce_kernels.h"
+
+namespace lockstep {
+namespace {
+
+template <typename T>
+std::vector<T> Reduced(std::vector<T> inout, const std::vector<T>& in, DataType dtype,
+                       ReduceOp op) {
+  ReduceInto(in.data(), inout.data(), static_cast<int64_t>(in.size()), dtype, op);
+  return inout;
+}
+
+TEST(ReduceIntoTest, EveryOpOnFloat32AndFloat64) {
+  const std::vector<float> a = {1.5f, -2.0f, 3.0f}, b = {0.5f, 4.0f, -1.0f};
+  EXPECT_EQ(Reduced(a, b, DataType::kFloat32, ReduceOp::kSum),
+            (std::vector<float>{2.0f, 2.0f, 2.0f}));
+  EXPECT_EQ(Reduced(a, b, DataType::kFloat32, ReduceOp::kAverage),
+            (std::vector<float>{2.0f, 2.0f, 2.0f}));  // Average sums; the caller divides
+  EXPECT_EQ(Reduced(a, b, DataType::kFloat32, ReduceOp::kMin),
+            (std::vector<float>{0.5f, -2.0f, -1.0f}));
+  EXPECT_EQ(Reduced(a, b, DataType::kFloat32, ReduceOp::kMax),
+            (std::vector<float>{1.5f, 4.0f, 3.0f}));
+  EXPECT_EQ(Reduced(a, b, DataType::kFloat32, ReduceOp::kProduct),
+            (std::vector<float>{0.75f, -8.0f, -3.0f}));
+  const std::vector<double> c = {1e300, -1.0}, d = {1e300, 2.5};
+  EXPECT_EQ(Reduced(c, d, DataType::kFloat64, ReduceOp::kSum), (std::vector<double>{2e300, 1.5}));
+}
+
+TEST(ReduceIntoTest, IntegersWrapInsteadOfOverflowing) {
+  const int8_t max8 = std::numeric_limits<int8_t>::max();
+  EXPECT_EQ(Reduced<int8_t>({max8, -5}, {1, 3}, DataType::kInt8, ReduceOp::kSum),
+            (std::vector<int8_t>{std::numeric_limits<int8_t>::min(), -2}));
+  EXPECT_EQ(Reduced<uint8_t>({200, 3}, {100, 4}, DataType::kUInt8, ReduceOp::kSum),
+            (std::vector<uint8_t>{44, 7}));
+  EXPECT_EQ(Reduced<int16_t>({300, -7}, {300, 3}, DataType::kInt16, ReduceOp::kProduct),
+            (std::vector<int16_t>{static_cast<int16_t>(90000 - 65536 * 1), -21}));
+  const int64_t max64 = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(Reduced<int64_t>({max64, 7}, {1, -9}, DataType::kInt64, ReduceOp::kSum),
+            (std::vector<int64_t>{std::numeric_limits<int64_t>::min(), -2}));
+  EXPECT_EQ(Reduced<int32_t>({5, -5}, {-3, 4}, DataType::kInt32, ReduceOp::kMin),
+            (std::vector<int32_t>{-3, -5}));
+  EXPECT_EQ(Reduced<int32_t>({5, -5}, {-3, 4}, DataType::kInt32, ReduceOp::kMax),
+            (std::vector<int32_t>{5, 4}));
+}
+
+TEST(ReduceIntoTest, BoolIsAnyForSumAndMaxAndAllForMinAndProduct) {
+  const std::vector<uint8_t> a = {0, 0, 1, 1}, b = {0, 1, 0, 1};
+  EXPECT_EQ(Reduced(a, b, DataType::kBool, ReduceOp::kSum), (std::vector<uint8_t>{0, 1, 1, 1}));
+  EXPECT_EQ(Reduced(a, b, DataType::kBool, ReduceOp::kMax), (std::vector<uint8_t>{0, 1, 1, 1}));
+  EXPECT_EQ(Reduced(a, b, DataType::kBool, ReduceOp::kMin), (std::vector<uint8_t>{0, 0, 0, 1}));
+  EXPECT_EQ(Reduced(a, b, DataType::kBool, ReduceOp::kProduct), (std::vector<uint8_t>{0, 0, 0, 1}));
+}
+
+TEST(ReduceIntoTest, SixteenBitTypesReduceInFloatAndRoundBack) {
+  const std::vector<uint16_t> a = {FloatToFloat16(1.5f), FloatToFloat16(-2.0f)};
+  const std::vector<uint16_t> b = {FloatToFloat16(2.25f), FloatToFloat16(8.0f)};
+  EXPECT_EQ(Reduced(a, b, DataType::kFloat16, ReduceOp::kSum),
+            (std::vector<uint16_t>{FloatToFloat16(3.75f), FloatToFloat16(6.0f)}));
+  EXPECT_EQ(Reduced(a, b, DataType::kFloat16, ReduceOp::kMax),
+            (std::vector<uint16_t>{FloatToFloat16(2.25f), FloatToFloat16(8.0f)}));
+  const std::vector<uint16_t> c = {FloatToBFloat16(3.0f)}, d = {FloatToBFloat16(-0.5f)};
+  EXPECT_EQ(Reduced(c, d, DataType::kBFloat16, ReduceOp::kProduct),
+            (std::vector<uint16_t>{FloatToBFloat16(-1.5f)}));
+}
+
+}  // namespace
+}  // namespace lockstep
