@@ -38,22 +38,22 @@ def lockstep_numpy_in_place_step(gradients, prefix="numpy.in_place"):
     """Like lockstep_numpy_step, but each array receives its own result (allreduce_async_)."""
     import lockstep.numpy as ls
 
-    def step():
-        handles = [ls.allreduce_async_(array, name=f"{prefix}.{name}", op=ls.Sum) for name, array in gradients]
-        for handle in handles:
-            ls.synchronize(handle)
-
-    return step
+    return _in_place_step(ls, gradients, prefix)
 
 
 def lockstep_torch_step(gradients, prefix="torch"):
     """In place, the way DistributedOptimizer reduces gradients."""
     import lockstep.torch as ls
 
+    return _in_place_step(ls, gradients, prefix)
+
+
+def _in_place_step(frontend, gradients, prefix):
     def step():
-        handles = [ls.allreduce_async_(tensor, name=f"{prefix}.{name}", op=ls.Sum) for name, tensor in gradients]
+        handles = [frontend.allreduce_async_(tensor, name=f"{prefix}.{name}", op=frontend.Sum)
+                   for name, tensor in gradients]
         for handle in handles:
-            ls.synchronize(handle)
+            frontend.synchronize(handle)
 
     return step
 
