@@ -128,15 +128,9 @@ def parse_hosts(hosts):
     return total
 
 
-def usable_cpus():
-    # The affinity mask, not the machine's CPU count, is what a container really gets.
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 def usable_cores():
-    """Physical cores in the affinity mask: the hyperthreads of one core count once."""
+    """Physical cores in the affinity mask (what a container really gets), the
+    hyperthreads of one core counted once: Open MPI's default slots per host."""
     cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
     cores = set()
     for cpu in cpus:
@@ -167,8 +161,8 @@ def binding_options(args, core_count):
     return ["--map-by", f"slot:PE={core_count // args.num_proc}", "--bind-to", "core"]
 
 
-def needs_oversubscribe(args, cpu_count):
-    slots = parse_hosts(args.hosts) if args.hosts else cpu_count
+def needs_oversubscribe(args, core_count):
+    slots = parse_hosts(args.hosts) if args.hosts else core_count
     return args.num_proc > slots
 
 
@@ -177,9 +171,8 @@ def forwarded_variables(env):
     return names + [name for name in FORWARDED_VARIABLES if name in env]
 
 
-def build_mpirun_command(args, env, cpu_count=None, euid=None, mpirun="mpirun", core_count=None):
+def build_mpirun_command(args, env, core_count=None, euid=None, mpirun="mpirun"):
     """The mpirun command line and environment for a validated `args`."""
-    cpu_count = usable_cpus() if cpu_count is None else cpu_count
     core_count = usable_cores() if core_count is None else core_count
     euid = os.geteuid() if euid is None else euid
     settings = settings_from_options(args)
@@ -191,7 +184,7 @@ def build_mpirun_command(args, env, cpu_count=None, euid=None, mpirun="mpirun", 
         command.append("--allow-run-as-root")
     if args.hosts:
         command += ["-H", args.hosts]
-    if needs_oversubscribe(args, cpu_count):
+    if needs_oversubscribe(args, core_count):
         command.append("--oversubscribe")
     command += binding_options(args, core_count)
     # Busy-polling MPI would starve compute when threads share cores.
