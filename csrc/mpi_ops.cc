@@ -80,7 +80,7 @@ MpiBackend::MpiBackend(MPI_Comm comm, const MpiTypes& types, int64_t shm_bytes, 
     : comm_(comm), types_(types) {
   MPI_Comm_size(comm_, &size_);
   if (shm_min_ranks > 0 && size_ >= shm_min_ranks && shm_bytes >= kShmMinBytes) {
-    auto shm = std::make_unique<ShmAllreduce>(comm_, shm_bytes);
+    auto shm = std::make_unique<ShmAllreduce>(comm_, std::min(shm_bytes, kShmMaxBytes));
     if (shm->Usable()) shm_ = std::move(shm);
   }
 }

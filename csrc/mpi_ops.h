@@ -14,9 +14,13 @@ namespace lockstep {
 class MpiBackend : public Backend {
  public:
   // When every rank shares this host and there are at least shm_min_ranks of them (0:
-  // never), allreduce pieces of kShmMinBytes to shm_bytes go through shared memory.
+  // never), allreduce pieces of kShmMinBytes up to shm_bytes (at most kShmMaxBytes) go
+  // through shared memory.
   MpiBackend(MPI_Comm comm, const MpiTypes& types, int64_t shm_bytes, int shm_min_ranks);
   static constexpr int64_t kShmMinBytes = 64 * 1024;
+  // The window holds two slots of this many bytes per rank at most, whatever the chunk
+  // size; larger pieces (LOCKSTEP_CHUNK_BYTES raised past it, or 0) stay with MPI.
+  static constexpr int64_t kShmMaxBytes = 8 * 1024 * 1024;
   bool shm_active() const { return shm_ != nullptr; }
   const char* name() const override { return "MPI"; }
 

@@ -1,5 +1,6 @@
 """Every collective x every dtype x every reduce op, run on 2 and 3 ranks."""
 
+import pytest
 from mpi_harness import run_ranks
 
 
@@ -14,11 +15,19 @@ def test_allreduce_and_grouped_allreduce(num_ranks):
     assert (SHM_ACTIVE in run.stderr) == (num_ranks >= 3), run.describe()
 
 
-def test_allreduce_with_shared_memory_switched_off():
-    env = {"LOCKSTEP_LOG_LEVEL": "debug", "LOCKSTEP_SHM_ALLREDUCE": "0"}
-    run = run_ranks("allreduce_all.py", 3, env=env)
-    run.assert_all_ranks_passed(3)
-    assert SHM_ACTIVE not in run.stderr, run.describe()
+@pytest.mark.parametrize(
+    "ranks, settings, shm_expected",
+    [
+        (3, {"LOCKSTEP_SHM_ALLREDUCE": "off"}, False),
+        (2, {"LOCKSTEP_SHM_ALLREDUCE": "on"}, True),  # forced where auto would not
+        (3, {"LOCKSTEP_CHUNK_BYTES": "262144"}, True),  # smaller slots, more chunks per tensor
+    ],
+    ids=["3-ranks-off", "2-ranks-on", "3-ranks-256KiB-chunks"],
+)
+def test_allreduce_under_shared_memory_settings(ranks, settings, shm_expected):
+    run = run_ranks("allreduce_all.py", ranks, env={"LOCKSTEP_LOG_LEVEL": "debug", **settings})
+    run.assert_all_ranks_passed(ranks)
+    assert (SHM_ACTIVE in run.stderr) == shm_expected, run.describe()
 
 
 def test_allgather_broadcast_alltoall_reducescatter_objects(num_ranks, tmp_path):
