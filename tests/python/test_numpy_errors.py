@@ -2,6 +2,8 @@
 
 import re
 
+import pytest
+
 from mpi_harness import run_ranks
 
 
@@ -25,8 +27,10 @@ def test_stalled_tensor_warns_and_fails_instead_of_hanging(num_ranks):
         f"the stall warning does not name missing rank {missing}: {warnings}")
 
 
-def test_a_dying_rank_ends_the_job(num_ranks):
-    run = run_ranks("rank_death.py", num_ranks, timeout=60)
+@pytest.mark.parametrize("when", ["in_negotiation", "mid_large_allreduces"])
+def test_a_dying_rank_ends_the_job(num_ranks, when):
+    args = ["large"] if when == "mid_large_allreduces" else []
+    run = run_ranks("rank_death.py", num_ranks, timeout=60, args=args)
     assert not run.timed_out, f"mpirun hung after a rank died\n{run.describe()}"
     assert run.returncode != 0, f"mpirun reported success although rank 1 died\n{run.describe()}"
     assert "UNEXPECTED" not in run.stdout, run.describe()
