@@ -19,19 +19,16 @@ from lockstep.numpy.compression import Compression
 def allreduce_async(
     tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0, postscale_factor=1.0
 ):
-    sent, output, output_ref, scaling, finish = _prepare_allreduce(
-        tensor, average, compression, op, prescale_factor, postscale_factor
-    )
-    return DISPATCHER.allreduce(tensor_ref(sent), output_ref, scaling, name, lambda result: finish())
+    op, sent, output, finish = _prepare_allreduce(tensor, average, compression, op)
+    scaling = Scaling(op, prescale_factor, postscale_factor)
+    return DISPATCHER.allreduce(tensor_ref(sent), tensor_ref(output), scaling, name, lambda result: finish())
 
 
 def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
     """Reduce `tensor` across ranks (Average by default) and return the result."""
-    sent, output, output_ref, scaling, finish = _prepare_allreduce(
-        tensor, average, compression, op, prescale_factor, postscale_factor
-    )
-    DISPATCHER.run_allreduce(core_dtype(sent.dtype), sent.shape, buffer_address(sent), output_ref.address,
-                             scaling.op, prescale_factor, postscale_factor, name)
+    op, sent, output, finish = _prepare_allreduce(tensor, average, compression, op)
+    DISPATCHER.run_allreduce(core_dtype(sent.dtype), sent.shape, buffer_address(sent), buffer_address(output), op,
+                             prescale_factor, postscale_factor, name)
     return finish()
 
 
@@ -67,16 +64,14 @@ def _writable(tensor):
     return array
 
 
-def _prepare_allreduce(tensor, average, compression, op, prescale_factor, postscale_factor):
-    """(array sent, output array, its TensorRef, Scaling, function returning the result)."""
+def _prepare_allreduce(tensor, average, compression, op):
+    """(reduce op, array sent, output array, function returning the result)."""
     op = handle_average_backwards_compatibility(op, average)
     compressor = compression or Compression.none
     sent, context = compressor.compress(as_array(tensor))
     sent = as_array(sent, "compressed tensor")
-    output, output_ref = new_output_like(sent)
-    return sent, output, output_ref, Scaling(op, prescale_factor, postscale_factor), (
-        lambda: compressor.decompress(output, context)
-    )
+    output = np.empty(sent.shape, dtype=sent.dtype)
+    return op, sent, output, lambda: compressor.decompress(output, context)
 
 
 def grouped_allreduce_async(
