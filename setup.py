@@ -63,7 +63,7 @@ setup(
     python_requires=">=3.9",
     package_dir={"": "python"},
     packages=find_packages(where="python"),
-    ext_modules=[CMakeExtension("lockstep._core", target="_core")],
+    ext_modules=[CMakeExtension("lockstep._core", target="lockstep_python")],
     cmdclass={"build_ext": CMakeBuild},
     install_requires=["numpy"],
     extras_require={"torch": ["torch"], "test": ["pytest", "pytest-timeout", "mpi4py"]},

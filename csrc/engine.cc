@@ -29,13 +29,14 @@ std::chrono::microseconds CycleTime(const Config& config) {
 
 }  // namespace
 
-Engine::Engine(const Config& config, HandleTable& handles)
+Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
     : config_(config),
       mpi_(),
       logger_(config.log_level, mpi_.topology().rank),
       mpi_types_(),
       mpi_backend_(mpi_.comm(), mpi_types_, config.chunk_bytes, config.shm_allreduce_min_ranks),
       handles_(handles),
+      namer_(namer),
       controller_(
           mpi_.comm(), mpi_.topology(), config_, logger_,
           [this](std::chrono::microseconds timeout) { return queue_.WaitForWork(timeout); }),
@@ -55,7 +56,11 @@ Engine::Engine(const Config& config, HandleTable& handles)
 
 Engine::~Engine() { Shutdown(); }
 
-std::vector<Handle> Engine::Enqueue(std::vector<OpSpec> specs, bool grouped) {
+std::vector<Handle> Engine::Enqueue(std::vector<OpSpec> specs, bool grouped,
+                                    std::vector<DoneCallback> callbacks) {
+  if (!callbacks.empty() && callbacks.size() != specs.size()) {
+    throw Error("internal error: one completion callback per op is required");
+  }
   const int64_t group_id = grouped ? GroupIdFor(specs) : 0;
   std::vector<TensorEntry> entries;
   for (OpSpec& spec : specs) {
@@ -70,9 +75,9 @@ std::vector<Handle> Engine::Enqueue(std::vector<OpSpec> specs, bool grouped) {
     entries.push_back(std::move(entry));
   }
   std::vector<Handle> handles;
-  for (TensorEntry& entry : entries) {
-    entry.handle = handles_.Allocate();
-    handles.push_back(entry.handle);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    entries[i].handle = handles_.Allocate(callbacks.empty() ? nullptr : std::move(callbacks[i]));
+    handles.push_back(entries[i].handle);
   }
   try {
     queue_.Push(std::move(entries));
@@ -165,10 +170,13 @@ void Engine::Execute(const std::vector<Response>& planned) {
 void Engine::ExecuteOne(const Response& response) {
   if (response.type == ResponseType::kError) {
     const std::string& name = response.names.front();
-    if (pending_.count(name)) Complete(name, Status::Aborted(response.error_message), {});
+    if (pending_.count(name)) Complete(name, Status::Precondition(response.error_message), {});
     return;
   }
-  if (response.type == ResponseType::kJoin) joined_ = false;
+  if (response.type == ResponseType::kJoin) {
+    joined_ = false;
+    namer_.StartNewGeneration();
+  }
   const std::vector<std::string> names =
       response.type == ResponseType::kJoin ? std::vector<std::string>{kJoinName} : response.names;
   std::vector<TensorEntry*> entries;

@@ -18,6 +18,7 @@
 #include "mpi_context.h"
 #include "mpi_ops.h"
 #include "mpi_types.h"
+#include "op_namer.h"
 #include "op_runner.h"
 #include "tensor_queue.h"
 #include "timeline.h"
@@ -27,8 +28,9 @@ namespace lockstep {
 class Engine {
  public:
   // Starts MPI (if needed) and the background thread. `handles` outlives the engine
-  // so that a handle can still be waited on after shutdown.
-  Engine(const Config& config, HandleTable& handles);
+  // so that a handle can still be waited on after shutdown; `namer` is process-wide
+  // too, and the engine restarts its counters when a join completes.
+  Engine(const Config& config, HandleTable& handles, OpNamer& namer);
   ~Engine();  // Shutdown()
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -39,7 +41,10 @@ class Engine {
   std::string stop_reason() const;
   Timeline& timeline() { return timeline_; }
 
-  std::vector<Handle> Enqueue(std::vector<OpSpec> specs, bool grouped);
+  // `callbacks` is empty (the caller waits on the returned handles) or holds one
+  // callback per spec.
+  std::vector<Handle> Enqueue(std::vector<OpSpec> specs, bool grouped,
+                              std::vector<DoneCallback> callbacks = {});
   // Stops the loop on every rank (the others see the request in their next cycle)
   // and fails whatever is still pending. Idempotent.
   void Shutdown();
@@ -61,6 +66,7 @@ class Engine {
   MpiBackend mpi_backend_;
   Timeline timeline_;
   HandleTable& handles_;
+  OpNamer& namer_;
   TensorQueue queue_;
   Controller controller_;
   OpRunner runner_;

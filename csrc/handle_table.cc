@@ -4,14 +4,32 @@
 
 namespace lockstep {
 
-Handle HandleTable::Allocate() {
+Handle HandleTable::Allocate(DoneCallback on_done) {
   std::lock_guard<std::mutex> lock(mutex_);
   Handle handle = next_++;
-  slots_.emplace(handle, Slot{});
+  Slot slot;
+  slot.on_done = std::move(on_done);
+  slots_.emplace(handle, std::move(slot));
   return handle;
 }
 
 void HandleTable::Complete(Handle handle, Status status, OpResult result) {
+  DoneCallback on_done;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = slots_.find(handle);
+    if (it == slots_.end() || it->second.done) return;
+    if (it->second.on_done) {
+      on_done = std::move(it->second.on_done);
+      slots_.erase(it);
+    }
+  }
+  // Outside the lock: the callback may enqueue more work (a framework scheduling the
+  // ops that consume this result).
+  if (on_done) {
+    on_done(status, std::move(result));
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = slots_.find(handle);

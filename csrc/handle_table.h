@@ -11,7 +11,9 @@ namespace lockstep {
 
 class HandleTable {
  public:
-  Handle Allocate();
+  // With a callback, Complete() hands the outcome to it (on the completing thread) and
+  // forgets the handle; nobody waits on such a handle.
+  Handle Allocate(DoneCallback on_done = nullptr);
   void Complete(Handle handle, Status status, OpResult result);
   // Forgets a handle whose op was never queued.
   void Discard(Handle handle);
@@ -22,6 +24,7 @@ class HandleTable {
  private:
   struct Slot {
     bool done = false;
+    DoneCallback on_done;
     Status status;
     OpResult result;
   };

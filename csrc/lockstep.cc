@@ -16,6 +16,7 @@ struct ProcessState {
   std::mutex mutex;
   std::shared_ptr<Engine> engine;
   HandleTable handles;  // outlives engines so handles can be waited on after shutdown
+  OpNamer namer;        // outlives engines, like the frontends' op counters it serves
   bool was_shut_down = false;
   bool exit_hook_registered = false;
 };
@@ -52,7 +53,7 @@ void Init() {
   } catch (const ConfigError& e) {
     throw Error(e.what());
   }
-  state.engine = std::make_shared<Engine>(config, state.handles);
+  state.engine = std::make_shared<Engine>(config, state.handles, state.namer);
   if (!state.exit_hook_registered) {
     // Registered after MPI's own exit hook, so it runs before MPI is finalized.
     std::atexit(ShutdownAtExit);
@@ -113,6 +114,21 @@ std::vector<Handle> EnqueueGroup(std::vector<OpSpec> specs) {
   if (specs.empty()) return {};
   return RunningEngine()->Enqueue(std::move(specs), /*grouped=*/true);
 }
+
+void EnqueueWithCallback(OpSpec spec, DoneCallback done) {
+  std::vector<OpSpec> one;
+  one.push_back(std::move(spec));
+  std::vector<DoneCallback> callbacks;
+  callbacks.push_back(std::move(done));
+  RunningEngine()->Enqueue(std::move(one), /*grouped=*/false, std::move(callbacks));
+}
+
+void EnqueueGroupWithCallbacks(std::vector<OpSpec> specs, std::vector<DoneCallback> done) {
+  if (specs.empty()) return;
+  RunningEngine()->Enqueue(std::move(specs), /*grouped=*/true, std::move(done));
+}
+
+std::string AutoName(const std::string& kind) { return State().namer.NameFor(kind); }
 
 bool Poll(Handle handle) { return State().handles.Poll(handle); }
 OpResult Wait(Handle handle) { return State().handles.Wait(handle); }

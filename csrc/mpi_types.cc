@@ -61,6 +61,8 @@ MPI_Datatype MpiTypes::Datatype(DataType dtype) const {
       return MPI_INT8_T;
     case DataType::kInt16:
       return MPI_INT16_T;
+    case DataType::kUInt16:
+      return MPI_UINT16_T;
     case DataType::kInt32:
       return MPI_INT32_T;
     case DataType::kInt64:

@@ -66,6 +66,8 @@ void ReduceInto(const void* in, void* inout, int64_t count, DataType dtype, Redu
       return Reduce(static_cast<const int8_t*>(in), static_cast<int8_t*>(inout), count, op);
     case DataType::kInt16:
       return Reduce(static_cast<const int16_t*>(in), static_cast<int16_t*>(inout), count, op);
+    case DataType::kUInt16:
+      return Reduce(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(inout), count, op);
     case DataType::kInt32:
       return Reduce(static_cast<const int32_t*>(in), static_cast<int32_t*>(inout), count, op);
     case DataType::kInt64:

@@ -82,6 +82,9 @@ void ScaleInPlace(void* buffer, int64_t count, DataType dtype, double factor) {
     case DataType::kInt16:
       ScaleIntegers(static_cast<int16_t*>(buffer), count, factor);
       break;
+    case DataType::kUInt16:
+      ScaleIntegers(static_cast<uint16_t*>(buffer), count, factor);
+      break;
     case DataType::kInt32:
       ScaleIntegers(static_cast<int32_t*>(buffer), count, factor);
       break;
@@ -115,6 +118,9 @@ void DivideIntegersInPlace(void* buffer, int64_t count, DataType dtype, int64_t 
       break;
     case DataType::kInt16:
       DivideTyped(static_cast<int16_t*>(buffer), count, divisor);
+      break;
+    case DataType::kUInt16:
+      DivideTyped(static_cast<uint16_t*>(buffer), count, divisor);
       break;
     case DataType::kInt32:
       DivideTyped(static_cast<int32_t*>(buffer), count, divisor);

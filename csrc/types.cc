@@ -10,6 +10,7 @@ size_t DataTypeSize(DataType dtype) {
     case DataType::kBool:
       return 1;
     case DataType::kInt16:
+    case DataType::kUInt16:
     case DataType::kFloat16:
     case DataType::kBFloat16:
       return 2;
@@ -31,6 +32,8 @@ const char* DataTypeName(DataType dtype) {
       return "int8";
     case DataType::kInt16:
       return "int16";
+    case DataType::kUInt16:
+      return "uint16";
     case DataType::kInt32:
       return "int32";
     case DataType::kInt64:

@@ -24,7 +24,8 @@ void BindEnums(py::module_& m) {
       .value("BFLOAT16", DataType::kBFloat16)
       .value("FLOAT32", DataType::kFloat32)
       .value("FLOAT64", DataType::kFloat64)
-      .value("BOOL", DataType::kBool);
+      .value("BOOL", DataType::kBool)
+      .value("UINT16", DataType::kUInt16);
   py::enum_<ReduceOp>(m, "ReduceOp")
       .value("AVERAGE", ReduceOp::kAverage)
       .value("SUM", ReduceOp::kSum)
@@ -171,6 +172,7 @@ PYBIND11_MODULE(_core, m) {
   // enqueue_op and run_op take the OpSpec fields as arguments, in this order.
   m.def("enqueue_op", &EnqueueOp);
   m.def("run_op", &RunOp);
+  m.def("auto_name", &AutoName, py::arg("kind"));
   m.def("poll", &Poll, py::arg("handle"));
   m.def("wait", &WaitReleasingGil, py::arg("handle"));
 }

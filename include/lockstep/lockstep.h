@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -78,6 +79,12 @@ struct OpResult {
 
 using Handle = int64_t;
 
+// Receives an op's outcome on lockstep's background thread, instead of a handle that
+// a user thread waits on: what asynchronous framework kernels (TensorFlow's
+// AsyncOpKernel) need. It runs exactly once, must not throw, and should return
+// quickly: the next collective waits for it.
+using DoneCallback = std::function<void(const Status& status, OpResult result)>;
+
 // Idempotent. Initializes MPI unless the program already did (e.g. mpi4py); reads
 // LOCKSTEP_* (and HOROVOD_* alias) settings and throws Error on bad values.
 void Init();
@@ -102,6 +109,16 @@ void StopTimeline();
 Handle Enqueue(OpSpec spec);
 // A group is negotiated as a unit and, where compatible, fused together.
 std::vector<Handle> EnqueueGroup(std::vector<OpSpec> specs);
+// Like Enqueue/EnqueueGroup, but each op reports through its callback (one per spec).
+// Throws Error for bad arguments, in which case no callback runs.
+void EnqueueWithCallback(OpSpec spec, DoneCallback done);
+void EnqueueGroupWithCallbacks(std::vector<OpSpec> specs, std::vector<DoneCallback> done);
+
+// The name for an unnamed op of `kind` ("allreduce", ...): a counter per kind, so ranks
+// that submit their unnamed ops in the same order get the same names. A completed
+// join restarts the counters (ranks that joined early submitted fewer ops).
+std::string AutoName(const std::string& kind);
+
 bool Poll(Handle handle);
 // Blocks until done; releases the handle. Throws Error when the op failed.
 OpResult Wait(Handle handle);

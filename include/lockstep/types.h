@@ -20,8 +20,9 @@ enum class DataType : uint8_t {
   kFloat32 = 7,
   kFloat64 = 8,
   kBool = 9,
+  kUInt16 = 10,
 };
-constexpr int kNumDataTypes = 10;
+constexpr int kNumDataTypes = 11;
 
 // Values mirror Horovod's reduce-op constants so scripts that pass raw ints keep working.
 enum class ReduceOp : uint8_t {

@@ -12,8 +12,12 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name):
+    if name.startswith("_"):
+        # Private names are submodules (`from lockstep import _core` asks here before
+        # importing it); answering through the API would import it circularly.
+        raise AttributeError(f"module 'lockstep' has no attribute {name!r}")
     api = importlib.import_module("lockstep.common.api")
-    if name.startswith("__") or name not in dir(api):
+    if name not in dir(api):
         raise AttributeError(f"module 'lockstep' has no attribute {name!r}")
     value = getattr(api, name)
     globals()[name] = value  # later lookups skip this function

@@ -319,3 +319,39 @@ TEST(TensorQueueTest, ConcurrentPushersLoseNothing) {
 
 }  // namespace
 }  // namespace lockstep
+
+namespace lockstep {
+namespace {
+
+TEST(HandleTableCallbackTest, CompletionRunsTheCallbackOnceAndForgetsTheHandle) {
+  HandleTable table;
+  int calls = 0;
+  Status seen;
+  std::vector<int64_t> shape;
+  Handle handle = table.Allocate([&](const Status& status, OpResult result) {
+    ++calls;
+    seen = status;
+    shape = result.shape;
+  });
+  EXPECT_FALSE(table.Poll(handle));
+  OpResult result;
+  result.shape = {3, 4};
+  table.Complete(handle, Status::Ok(), std::move(result));
+  table.Complete(handle, Status::Aborted("again"), {});  // already forgotten: ignored
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(seen.ok());
+  EXPECT_EQ(shape, (std::vector<int64_t>{3, 4}));
+  EXPECT_THROW(table.Poll(handle), Error);
+}
+
+TEST(HandleTableCallbackTest, FailureReachesTheCallbackWithItsCode) {
+  HandleTable table;
+  Status seen;
+  Handle handle = table.Allocate([&](const Status& status, OpResult) { seen = status; });
+  table.Complete(handle, Status::Precondition("Mismatched shapes"), {});
+  EXPECT_EQ(seen.code(), Status::Code::kPrecondition);
+  EXPECT_EQ(seen.message(), "Mismatched shapes");
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -14,6 +14,7 @@ TEST(Types, DataTypeSizes) {
   EXPECT_EQ(DataTypeSize(DataType::kInt8), 1u);
   EXPECT_EQ(DataTypeSize(DataType::kBool), 1u);
   EXPECT_EQ(DataTypeSize(DataType::kInt16), 2u);
+  EXPECT_EQ(DataTypeSize(DataType::kUInt16), 2u);
   EXPECT_EQ(DataTypeSize(DataType::kFloat16), 2u);
   EXPECT_EQ(DataTypeSize(DataType::kBFloat16), 2u);
   EXPECT_EQ(DataTypeSize(DataType::kInt32), 4u);
@@ -26,6 +27,7 @@ TEST(Types, DataTypeNamesAreDistinctAndLowerCase) {
   EXPECT_STREQ(DataTypeName(DataType::kFloat32), "float32");
   EXPECT_STREQ(DataTypeName(DataType::kBFloat16), "bfloat16");
   EXPECT_STREQ(DataTypeName(DataType::kUInt8), "uint8");
+  EXPECT_STREQ(DataTypeName(DataType::kUInt16), "uint16");
   EXPECT_STREQ(DataTypeName(DataType::kBool), "bool");
   std::set<std::string> names;
   for (int raw = 0; raw < kNumDataTypes; ++raw) {

@@ -18,14 +18,12 @@ from lockstep.common.ops import handle_average_backwards_compatibility, to_core_
 from lockstep.numpy.arrays import as_array, tensor_ref
 
 
-def test_automatic_names_count_per_kind_and_restart_after_join():
+def test_automatic_names_come_from_the_core_counters():
     namer = OpNamer()
-    names = [namer.name_for("allreduce", None), namer.name_for("allgather", None),
-             namer.name_for("allreduce", None), namer.name_for("allreduce", "mine")]
-    assert names == ["allreduce.noname.0", "allgather.noname.0", "allreduce.noname.1", "mine"]
-    namer.start_new_generation()
-    assert namer.name_for("allreduce", None) == "allreduce.noname.1.0"
-    assert namer.name_for("allgather", None) == "allgather.noname.1.0"
+    names = [namer.name_for("local-test-a", None), namer.name_for("local-test-b", None),
+             namer.name_for("local-test-a", None), namer.name_for("local-test-a", "mine")]
+    assert names == ["local-test-a.noname.0", "local-test-b.noname.0", "local-test-a.noname.1", "mine"]
+    assert _core.auto_name("local-test-a") == "local-test-a.noname.2"  # one counter for every frontend
 
 
 def test_handle_table_issues_and_forgets_handles():

@@ -218,6 +218,5 @@ class OpDispatcher:
         return self._handles.add(PendingOp(core_handles=core_handles, finish=finish, keepalive=owners))
 
     def _finish_join(self, results):
-        self._namer.start_new_generation()
         return results[0].join_last_rank
 

@@ -14,6 +14,7 @@ except ImportError:  # pragma: no cover - ml_dtypes is a pinned requirement
 
 _CORE_DTYPES = {
     np.dtype(np.uint8): _core.DataType.UINT8,
+    np.dtype(np.uint16): _core.DataType.UINT16,
     np.dtype(np.int8): _core.DataType.INT8,
     np.dtype(np.int16): _core.DataType.INT16,
     np.dtype(np.int32): _core.DataType.INT32,

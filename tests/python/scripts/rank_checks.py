@@ -11,7 +11,7 @@ import numpy as np
 
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 FLOAT_DTYPES = [np.dtype(np.float16), BFLOAT16, np.dtype(np.float32), np.dtype(np.float64)]
-INTEGER_DTYPES = [np.dtype(t) for t in (np.uint8, np.int8, np.int16, np.int32, np.int64)]
+INTEGER_DTYPES = [np.dtype(t) for t in (np.uint8, np.uint16, np.int8, np.int16, np.int32, np.int64)]
 NUMERIC_DTYPES = INTEGER_DTYPES + FLOAT_DTYPES
 BOOL = np.dtype(np.bool_)
 ALL_DTYPES = NUMERIC_DTYPES + [BOOL]

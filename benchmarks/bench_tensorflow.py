@@ -1,0 +1,116 @@
+"""lockstep.tensorflow, side by side with the torch frontend in one job.
+
+    mpirun -np 2 .venv/bin/python benchmarks/bench_tensorflow.py --out results/tf.json
+
+Rounds interleave every variant, so drift hits all of them alike:
+- a lone 4-byte allreduce, eagerly (tf and torch) and inside a tf.function;
+- 50 independent 1 KiB allreduces fetched from one tf.function (fused by the core);
+- one training step of a small MLP in a tf.function with DistributedGradientTape,
+  against the same step without communication.
+"""
+
+import os
+import statistics
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import torch  # noqa: E402
+
+import harness  # noqa: E402  (initializes MPI through mpi4py first)
+import lockstep.tensorflow as hvd  # noqa: E402
+import lockstep.torch as hvd_torch  # noqa: E402
+
+INDEPENDENT = 50
+BATCH, FEATURES, HIDDEN, CLASSES = 64, 784, 256, 10
+# Variants that take milliseconds run fewer repetitions per round.
+HEAVY = {f"tf.function {INDEPENDENT} x 1 KiB allreduces", "tf.function MLP step, DistributedGradientTape",
+         "tf.function MLP step, no communication"}
+
+
+def timed(function, repetitions):
+    samples = []
+    for _ in range(repetitions):
+        started = time.perf_counter()
+        function()
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+def make_variants(rank):
+    scalar_tf = tf.constant([1.0])
+    scalar_torch = torch.ones(1)
+
+    @tf.function
+    def allreduce_in_function(x):
+        return hvd.allreduce(x, name="bench.fn.scalar")
+
+    pieces = [tf.fill([256], float(rank + i)) for i in range(INDEPENDENT)]
+
+    @tf.function
+    def independent_allreduces(tensors):
+        return [hvd.allreduce(t, op=hvd.Sum) for t in tensors]
+
+    model = tf.keras.Sequential([tf.keras.layers.Dense(HIDDEN, activation="relu"), tf.keras.layers.Dense(CLASSES)])
+    model.build((None, FEATURES))
+    optimizer = tf.keras.optimizers.SGD(0.01)
+    images = tf.random.stateless_normal([BATCH, FEATURES], seed=[rank, 1])
+    labels = tf.random.stateless_uniform([BATCH], seed=[rank, 2], maxval=CLASSES, dtype=tf.int32)
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def make_step(distributed):
+        @tf.function
+        def step():
+            with tf.GradientTape() as tape:
+                loss = loss_fn(labels, model(images, training=True))
+            if distributed:
+                tape = hvd.DistributedGradientTape(tape)
+            gradients = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+            return loss
+
+        return step
+
+    train_step, local_step = make_step(True), make_step(False)
+    return {
+        "tf eager 4 B allreduce": lambda: hvd.allreduce(scalar_tf, name="bench.eager.scalar").numpy(),
+        "torch 4 B allreduce": lambda: hvd_torch.allreduce(scalar_torch, name="bench.torch.scalar"),
+        "tf.function 4 B allreduce": lambda: allreduce_in_function(scalar_tf).numpy(),
+        f"tf.function {INDEPENDENT} x 1 KiB allreduces": lambda: [t.numpy() for t in independent_allreduces(pieces)],
+        "tf.function MLP step, DistributedGradientTape": lambda: train_step().numpy(),
+        "tf.function MLP step, no communication": lambda: local_step().numpy(),
+    }
+
+
+def main():
+    args = harness.parse_args(__doc__)
+    context = harness.BenchContext()
+    hvd.init()
+    rounds, repetitions = (2, 20) if args.quick else (5, 200)
+    variants = make_variants(context.rank)
+    for function in variants.values():  # trace and warm up
+        for _ in range(5):
+            function()
+    samples = {label: [] for label in variants}
+    for round_index in range(rounds):
+        for label, function in variants.items():
+            context.barrier()
+            reps = repetitions // 4 if label in HEAVY else repetitions
+            samples[label].extend(context.slowest(timed(function, reps)).tolist())
+        context.log(f"round {round_index + 1}/{rounds} done")
+    results = {label: {"median_us": statistics.median(values) * 1e6,
+                       "p90_us": float(np.percentile(values, 90)) * 1e6,
+                       "samples": len(values)} for label, values in samples.items()}
+    if context.rank == 0:
+        print(f"{'variant':48s} {'median':>12s} {'p90':>12s}")
+        for label, result in results.items():
+            print(f"{label:48s} {result['median_us']:10.1f} us {result['p90_us']:10.1f} us")
+    context.write_json(args.out, {"benchmark": "tensorflow", "results": results,
+                                  "implementation": getattr(hvd, "IMPLEMENTATION", "numpy_function")})
+    hvd.shutdown()
+
+
+if __name__ == "__main__":
+    main()

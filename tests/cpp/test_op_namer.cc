@@ -1,0 +1,28 @@
+// Automatic op names: a counter per kind, restarted in a new generation after a join.
+#include <gtest/gtest.h>
+
+#include "op_namer.h"
+
+namespace lockstep {
+namespace {
+
+TEST(OpNamerTest, CountsPerKind) {
+  OpNamer namer;
+  EXPECT_EQ(namer.NameFor("allreduce"), "allreduce.noname.0");
+  EXPECT_EQ(namer.NameFor("allgather"), "allgather.noname.0");
+  EXPECT_EQ(namer.NameFor("allreduce"), "allreduce.noname.1");
+}
+
+TEST(OpNamerTest, NewGenerationRestartsCountersWithDistinctNames) {
+  OpNamer namer;
+  namer.NameFor("allreduce");
+  namer.NameFor("allreduce");
+  namer.StartNewGeneration();
+  EXPECT_EQ(namer.NameFor("allreduce"), "allreduce.noname.1.0");
+  EXPECT_EQ(namer.NameFor("broadcast"), "broadcast.noname.1.0");
+  namer.StartNewGeneration();
+  EXPECT_EQ(namer.NameFor("allreduce"), "allreduce.noname.2.0");
+}
+
+}  // namespace
+}  // namespace lockstep
