@@ -3,7 +3,12 @@ constants and exceptions. Frontends re-export this list with a star import so th
 `hvd.rank()` or `hvd.Sum` work the same whichever frontend `hvd` is."""
 
 from lockstep.common.basics import (
+    ccl_built,
     cross_rank,
+    cuda_built,
+    ddl_built,
+    gloo_built,
+    gloo_enabled,
     cross_size,
     init,
     is_initialized,
@@ -14,6 +19,7 @@ from lockstep.common.basics import (
     mpi_threads_supported,
     nccl_built,
     rank,
+    rocm_built,
     shutdown,
     size,
     start_timeline,
@@ -23,6 +29,7 @@ from lockstep.common.exceptions import HorovodInternalError, LockstepError, NotI
 from lockstep.common.ops import Adasum, Average, Max, Min, Product, Sum
 
 __all__ = [
+    "ccl_built", "cuda_built", "ddl_built", "gloo_built", "gloo_enabled", "rocm_built",
     "cross_rank", "cross_size", "init", "is_initialized", "local_rank", "local_size",
     "mpi_built", "mpi_enabled", "mpi_threads_supported", "nccl_built", "rank", "shutdown",
     "size", "start_timeline", "stop_timeline",

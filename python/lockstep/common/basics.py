@@ -93,6 +93,35 @@ def nccl_built():
     return _core.nccl_built()
 
 
+# Horovod's build-information queries, answered for this build: lockstep talks MPI
+# (its only controller) and, when built with it, NCCL; none of the other backends.
+
+
+def gloo_built():
+    return False
+
+
+def gloo_enabled():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def cuda_built():
+    # CUDA code is compiled only together with the NCCL backend.
+    return _core.nccl_built()
+
+
+def rocm_built():
+    return False
+
+
+def ddl_built():
+    return False
+
+
 def start_timeline(file_path, mark_cycles=False):
     """Record a Chrome-tracing timeline of every op to file_path."""
     require_initialized()

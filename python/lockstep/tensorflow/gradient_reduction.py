@@ -5,17 +5,17 @@ import tensorflow as tf
 
 from lockstep.common.ops import Average, Sum, predivided_scaling
 from lockstep.tensorflow.compression import Compression
-from lockstep.tensorflow.mpi_ops import allreduce, grouped_allreduce
+from lockstep.tensorflow.mpi_ops import grouped_allreduce
 
 
 class GradientReducer:
     """Reduces gradient lists with fixed settings.
 
-    Dense gradients go out as one grouped allreduce (one negotiation, fused).
-    tf.IndexedSlices (e.g. from embeddings) are gathered, or densified first with
-    sparse_as_dense=True, which pays off when most rows are touched anyway.
-    gradient_predivide_factor f splits the averaging into a division by f before
-    the sum and by size/f after it, which keeps low-precision sums in range.
+    Dense gradients go out as one grouped allreduce (one negotiation, fused);
+    tf.IndexedSlices (e.g. from embeddings) as one grouped allgather of values and
+    indices, or densified first with sparse_as_dense=True, which pays off when most rows are touched
+    anyway. gradient_predivide_factor f splits the averaging into a division by f
+    before the sum and by size/f after it, which keeps low-precision sums in range.
     """
 
     def __init__(self, compression=Compression.none, sparse_as_dense=False, op=Average,
@@ -27,24 +27,30 @@ class GradientReducer:
         self.sparse_as_dense = bool(sparse_as_dense)
         self.op = op
 
-    def reduce(self, gradients):
-        """The reduced gradients, in order; None entries stay None."""
+    def reduce(self, gradients, keep_local=None):
+        """The reduced gradients, in order. None entries stay None, and so do the
+        entries whose keep_local flag is set (gradients of rank-local variables)."""
         reduced = list(gradients)
-        dense_positions = []
+        sparse, dense = [], []
         for position, gradient in enumerate(gradients):
-            if gradient is None:
+            if gradient is None or (keep_local and keep_local[position]):
                 continue
             if isinstance(gradient, tf.IndexedSlices) and not self.sparse_as_dense:
-                reduced[position] = self._allreduce(gradient)
+                sparse.append(position)
             else:
                 reduced[position] = tf.convert_to_tensor(gradient)
-                dense_positions.append(position)
-        if dense_positions:
-            dense = grouped_allreduce([reduced[p] for p in dense_positions], compression=self.compression,
-                                      op=self.op, prescale_factor=self.prescale, postscale_factor=self.postscale)
-            for position, gradient in zip(dense_positions, dense):
-                reduced[position] = gradient
+                dense.append(position)
+        if sparse:
+            # Gathered slices are exact, so the predivide split (a guard for dense
+            # low-precision sums) does not apply: a plain Average or Sum.
+            self._reduce_into(reduced, sparse, op=self.op)
+        if dense:
+            self._reduce_into(reduced, dense, compression=self.compression, op=self.op,
+                              prescale_factor=self.prescale, postscale_factor=self.postscale)
         return reduced
 
-    def _allreduce(self, slices):
-        return allreduce(slices, op=self.op, prescale_factor=self.prescale, postscale_factor=self.postscale)
+    @staticmethod
+    def _reduce_into(reduced, positions, **options):
+        results = grouped_allreduce([reduced[p] for p in positions], **options)
+        for position, result in zip(positions, results):
+            reduced[position] = result

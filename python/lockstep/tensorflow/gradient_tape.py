@@ -17,23 +17,31 @@ class DistributedGradientTape:
 
     It can also wrap a tape before recording (`with DistributedGradientTape(
     tf.GradientTape()) as tape:`). Everything but `gradient` is the wrapped tape's.
-    Works eagerly and inside tf.function, where all dense gradients go out as one
-    grouped allreduce. device_dense and device_sparse are accepted for ported
-    scripts; lockstep reduces on the host.
+    Works eagerly and inside tf.function, where all gradients go out as one grouped
+    allreduce. Variables registered with register_local_source keep their local
+    gradients. device_dense, device_sparse, num_groups and groups are accepted for
+    ported scripts: lockstep reduces on the host, and always in one group.
     """
 
     def __init__(self, gradtape, device_dense="", device_sparse="", compression=Compression.none,
-                 sparse_as_dense=False, op=Average, gradient_predivide_factor=1.0):
+                 sparse_as_dense=False, op=Average, gradient_predivide_factor=1.0, num_groups=0, groups=None,
+                 process_set=None):
         if not isinstance(gradtape, tf.GradientTape):
             raise TypeError(f"gradtape must be a tf.GradientTape, got {type(gradtape).__name__}")
         self._tape = gradtape
         self._reducer = GradientReducer(compression, sparse_as_dense, op, gradient_predivide_factor)
+        self._local_sources = set()
+
+    def register_local_source(self, source):
+        """Keep the gradient of `source` (a variable) local: it is not reduced."""
+        self._local_sources.add(_source_key(source))
 
     def gradient(self, target, sources, output_gradients=None,
                  unconnected_gradients=tf.UnconnectedGradients.NONE):
         gradients = self._tape.gradient(target, sources, output_gradients, unconnected_gradients)
         flat = tf.nest.flatten(gradients)
-        return tf.nest.pack_sequence_as(gradients, self._reducer.reduce(flat))
+        keep_local = [_source_key(source) in self._local_sources for source in tf.nest.flatten(sources)]
+        return tf.nest.pack_sequence_as(gradients, self._reducer.reduce(flat, keep_local))
 
     def __enter__(self):
         self._tape.__enter__()
@@ -45,3 +53,30 @@ class DistributedGradientTape:
     def __getattr__(self, attribute):
         # Only called for what this class does not define: watch, reset, jacobian, ...
         return getattr(self._tape, attribute)
+
+
+def PartialDistributedGradientTape(gradtape, device_dense="", device_sparse="", compression=Compression.none,
+                                   sparse_as_dense=False, op=Average, gradient_predivide_factor=1.0,
+                                   local_layers=None, process_set=None):
+    """A DistributedGradientTape that keeps the gradients of `local_layers`' trainable
+    weights (a Keras layer or a list of them) local to each rank, e.g. for a
+    per-rank head or embedding shard."""
+    tape = DistributedGradientTape(gradtape, device_dense, device_sparse, compression, sparse_as_dense, op,
+                                   gradient_predivide_factor, process_set=process_set)
+    if local_layers is None:
+        local_layers = []
+    elif not isinstance(local_layers, (list, tuple)):
+        local_layers = [local_layers]
+    for layer in local_layers:
+        if not hasattr(layer, "trainable_weights"):
+            raise TypeError(f"local_layers must hold Keras layers, got {type(layer).__name__}")
+        for weight in layer.trainable_weights:
+            tape.register_local_source(weight)
+    return tape
+
+
+def _source_key(source):
+    """Variables are unhashable as values; key them by identity of the underlying
+    TensorFlow variable (a Keras 3 Variable wraps one in `.value`)."""
+    inner = getattr(source, "_value", None)
+    return id(inner) if isinstance(inner, tf.Variable) else id(source)

@@ -1,276 +1,276 @@
 """Horovod's collective API on tf.Tensor and tf.Variable, eager and in graphs.
 
-Every op returns new tensors and is differentiable, with Horovod's gradients
-(the same as lockstep.torch's):
-  allreduce      -> the same allreduce (op and scale factors) of the gradient
-  allgather      -> Average-allreduce of the gradient, this rank's rows of it
-  broadcast      -> Average-allreduce of the gradient on the root, zeros elsewhere
-  alltoall       -> alltoall of the gradient back along the received splits
-  reducescatter  -> allgather of the gradient, times the forward's scale factors
-                    (and 1/size for Average)
-Names are
-optional: ranks match ops by name, and automatic names are deterministic (see
-op_builder). In a tf.function, independent collectives run concurrently.
+Each collective is one native asynchronous op (op_library): it enqueues into the
+core and returns, and the core completes it, so independent collectives of a
+tf.function or Session run all start, fuse and finish in any order on each rank.
+Gradients are registered per op type in gradients.py.
+
+Arguments are checked here, while the graph is built, so a mistake is reported
+where it is written; mismatches across ranks surface when the op runs, as
+tf.errors.FailedPreconditionError on every rank.
 """
 
 import tensorflow as tf
 
 from lockstep.common import basics, validation
-from lockstep.common.dispatch import Scaling
-from lockstep.common.ops import Average, Max, Min, Product, Sum, handle_average_backwards_compatibility
+from lockstep.common.ops import Adasum, Average, Max, Min, Product, Sum, handle_average_backwards_compatibility
 from lockstep.common.ops import to_core_reduce_op
-from lockstep.tensorflow import host_ops, op_builder
 from lockstep.tensorflow.compression import Compression
-from lockstep.tensorflow.tensors import as_tensor
+from lockstep.tensorflow.naming import op_scope
+from lockstep.tensorflow.op_library import OPS
+from lockstep.tensorflow.tensors import as_tensor, as_tensor_list
 
-_ALLREDUCE_OPS = (Average, Sum, Min, Max, Product)
-_REDUCESCATTER_OPS = (Average, Sum)
+ALLREDUCE_OPS = (Average, Sum, Min, Max, Product)
+REDUCESCATTER_OPS = (Average, Sum)
 
 
-def allreduce(
-    tensor,
-    average=None,
-    device_dense="",
-    device_sparse="",
-    compression=Compression.none,
-    op=None,
-    prescale_factor=1.0,
-    postscale_factor=1.0,
-    name=None,
-):
+def allreduce(tensor, average=None, device_dense="", device_sparse="", compression=Compression.none, op=None,
+              prescale_factor=1.0, postscale_factor=1.0, name=None, process_set=None, ignore_name_scope=False):
     """Reduce `tensor` over all ranks (Average by default).
 
     A tf.IndexedSlices is gathered instead (values and indices from every rank),
     with values divided by the number of ranks for Average. device_dense and
-    device_sparse are accepted for ported scripts; lockstep ops run on the host.
+    device_sparse are accepted for ported scripts; lockstep's ops run on the host.
     """
+    _check_global(process_set)
     op = handle_average_backwards_compatibility(op, average)
-    scaling = _checked_scaling(op, prescale_factor, postscale_factor, _ALLREDUCE_OPS, "allreduce")
     if isinstance(tensor, tf.IndexedSlices):
-        return _gather_indexed_slices(tensor, scaling, name)
-    sent, context = compression.compress(as_tensor(tensor))
-    return compression.decompress(_allreduce(sent, scaling, name), context)
+        return _gather_indexed_slices([tensor], op, prescale_factor, postscale_factor, name)[0]
+    tensor = as_tensor(tensor)
+    reduce_op, prescale, postscale = _reduction(op, prescale_factor, postscale_factor, ALLREDUCE_OPS, "allreduce",
+                                                [tensor])
+    sent, context = compression.compress(tensor)
+    with op_scope("Allreduce", name) as tensor_name:
+        reduced = OPS.lockstep_allreduce(sent, reduce_op=reduce_op, prescale_factor=prescale,
+                                         postscale_factor=postscale, tensor_name=tensor_name)
+    return compression.decompress(reduced, context)
 
 
-def grouped_allreduce(
-    tensors,
-    average=None,
-    device_dense="",
-    device_sparse="",
-    compression=Compression.none,
-    op=None,
-    prescale_factor=1.0,
-    postscale_factor=1.0,
-    name=None,
-):
-    """Allreduce a list of tensors negotiated and fused as one unit; returns a list."""
-    if not isinstance(tensors, (list, tuple)):
-        raise TypeError(f"tensors must be a list or tuple of tensors, got {type(tensors).__name__}")
-    if len(tensors) == 0:
-        raise ValueError("grouped_allreduce needs at least one tensor")
+def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="", compression=Compression.none,
+                      op=None, prescale_factor=1.0, postscale_factor=1.0, process_set=None, ignore_name_scope=False,
+                      name=None):
+    """Allreduce a list of tensors negotiated and fused as one unit; returns a list.
+
+    tf.IndexedSlices members are gathered (as in allreduce), the dense ones reduced
+    together.
+    """
+    _check_global(process_set)
+    tensors = _checked_sequence(tensors)
+    if not tensors:
+        return tensors
     op = handle_average_backwards_compatibility(op, average)
-    scaling = _checked_scaling(op, prescale_factor, postscale_factor, _ALLREDUCE_OPS, "grouped_allreduce")
-    compressed = [compression.compress(as_tensor(t, f"tensors[{i}]")) for i, t in enumerate(tensors)]
-    reduced = _grouped_allreduce([sent for sent, _ in compressed], scaling, name)
-    return [compression.decompress(out, context) for out, (_, context) in zip(reduced, compressed)]
+    results = list(tensors)
+    sparse = [i for i, t in enumerate(tensors) if isinstance(t, tf.IndexedSlices)]
+    dense = [i for i, t in enumerate(tensors) if not isinstance(t, tf.IndexedSlices)]
+    if sparse:
+        gathered = _gather_indexed_slices([tensors[i] for i in sparse], op, prescale_factor, postscale_factor,
+                                          _suffixed(name, "sparse"))
+        for position, slices in zip(sparse, gathered):
+            results[position] = slices
+    if dense:
+        dense_tensors = [as_tensor(tensors[i], f"tensors[{i}]") for i in dense]
+        reduce_op, prescale, postscale = _reduction(op, prescale_factor, postscale_factor, ALLREDUCE_OPS,
+                                                    "grouped_allreduce", dense_tensors)
+        compressed = [compression.compress(tensor) for tensor in dense_tensors]
+        with op_scope("GroupedAllreduce", name) as tensor_name:
+            reduced = OPS.lockstep_grouped_allreduce([sent for sent, _ in compressed], reduce_op=reduce_op,
+                                                     prescale_factor=prescale, postscale_factor=postscale,
+                                                     tensor_name=tensor_name)
+        for position, out, (_, context) in zip(dense, reduced, compressed):
+            results[position] = compression.decompress(out, context)
+    return results
 
 
-def allgather(tensor, name=None):
+def allgather(tensor, name=None, ignore_name_scope=False, process_set=None):
     """Concatenate every rank's `tensor` along the first dimension (sizes may differ)."""
+    _check_global(process_set)
     tensor = as_tensor(tensor)
     validation.check_has_first_dim(tensor.shape, "allgather")
-    return _allgather(tensor, name)
+    with op_scope("Allgather", name) as tensor_name:
+        return OPS.lockstep_allgather(tensor, tensor_name=tensor_name)
 
 
-def broadcast(tensor, root_rank, name=None):
+def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=None):
+    """allgather of each tensor, negotiated as one unit; returns a list."""
+    _check_global(process_set)
+    tensors = as_tensor_list(_checked_sequence(tensors))
+    if not tensors:
+        return tensors
+    for tensor in tensors:
+        validation.check_has_first_dim(tensor.shape, "grouped_allgather")
+    with op_scope("GroupedAllgather", name) as tensor_name:
+        return OPS.lockstep_grouped_allgather(tensors, tensor_name=tensor_name)
+
+
+def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set=None):
     """Return root_rank's `tensor` on every rank."""
+    _check_global(process_set)
     tensor = as_tensor(tensor)
     root_rank = validation.check_root_rank(root_rank, basics.size())
-    return _broadcast(tensor, root_rank, name)
+    with op_scope("Broadcast", name) as tensor_name:
+        return OPS.lockstep_broadcast(tensor, root_rank=root_rank, tensor_name=tensor_name)
 
 
-def alltoall(tensor, splits=None, name=None):
+def broadcast_(variables, root_rank, name=None, process_set=None):
+    """Broadcast into the variables themselves: after it, every rank's variables hold
+    root_rank's values. Returns the variables (in a graph: their assigned values)."""
+    from lockstep.tensorflow.variables import broadcast_into  # noqa: PLC0415 (variables imports this module)
+
+    _check_global(process_set)
+    return broadcast_into(variables, root_rank, name)
+
+
+def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_set=None):
     """Send splits[i] rows of `tensor` to rank i (equal shares without splits).
 
     Returns the received rows in rank order, and with splits given also an int32
     tensor of the rows received from each rank.
     """
+    _check_global(process_set)
     tensor = as_tensor(tensor)
     validation.check_has_first_dim(tensor.shape, "alltoall")
     if splits is None:
-        received, _ = _alltoall(tensor, None, name)
-        return received
-    splits = tf.convert_to_tensor(splits)
-    if not splits.dtype.is_integer:
-        raise TypeError(f"splits must hold integers, got dtype {splits.dtype.name}")
-    return _alltoall(tensor, splits, name)
+        sent_splits = tf.zeros([0], tf.int32)
+    else:
+        sent_splits = tf.convert_to_tensor(splits)
+        if not sent_splits.dtype.is_integer:
+            raise TypeError(f"splits must hold integers, got dtype {sent_splits.dtype.name}")
+        sent_splits = tf.cast(tf.reshape(sent_splits, [-1]), tf.int32)
+    with op_scope("Alltoall", name) as tensor_name:
+        received, received_splits = OPS.lockstep_alltoall(tensor, sent_splits, tensor_name=tensor_name)
+    return received if splits is None else (received, received_splits)
 
 
-def reducescatter(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+def reducescatter(tensor, device_dense="", compression=Compression.none, op=Average, name=None, process_set=None,
+                  ignore_name_scope=False, prescale_factor=1.0, postscale_factor=1.0):
     """Reduce across ranks and return this rank's share of the first dimension
     (the first `rows % size` ranks get one extra row)."""
-    scaling = _checked_scaling(op, prescale_factor, postscale_factor, _REDUCESCATTER_OPS, "reducescatter")
+    _check_global(process_set)
     tensor = as_tensor(tensor)
+    reduce_op, prescale, postscale = _reduction(op, prescale_factor, postscale_factor, REDUCESCATTER_OPS,
+                                                "reducescatter", [tensor])
     validation.check_has_first_dim(tensor.shape, "reducescatter")
-    return _reducescatter(tensor, scaling, name)
+    sent, context = compression.compress(tensor)
+    with op_scope("Reducescatter", name) as tensor_name:
+        scattered = OPS.lockstep_reducescatter(sent, reduce_op=reduce_op, prescale_factor=prescale,
+                                               postscale_factor=postscale, tensor_name=tensor_name)
+    return compression.decompress(scattered, context)
 
 
-def barrier():
+def grouped_reducescatter(tensors, device_dense="", compression=Compression.none, op=Average, process_set=None,
+                          prescale_factor=1.0, postscale_factor=1.0, name=None):
+    """reducescatter of each tensor, negotiated as one unit; returns a list."""
+    _check_global(process_set)
+    tensors = as_tensor_list(_checked_sequence(tensors))
+    if not tensors:
+        return tensors
+    reduce_op, prescale, postscale = _reduction(op, prescale_factor, postscale_factor, REDUCESCATTER_OPS,
+                                                "grouped_reducescatter", tensors)
+    for tensor in tensors:
+        validation.check_has_first_dim(tensor.shape, "grouped_reducescatter")
+    compressed = [compression.compress(tensor) for tensor in tensors]
+    with op_scope("GroupedReducescatter", name) as tensor_name:
+        scattered = OPS.lockstep_grouped_reducescatter([sent for sent, _ in compressed], reduce_op=reduce_op,
+                                                       prescale_factor=prescale, postscale_factor=postscale,
+                                                       tensor_name=tensor_name)
+    return [compression.decompress(out, context) for out, (_, context) in zip(scattered, compressed)]
+
+
+def barrier(process_set=None):
     """Return once every rank has reached the barrier (in a graph: an op that does)."""
-    (done,) = op_builder.run("Barrier", lambda _: host_ops.Barrier(), [], [tf.int32], [[]],
-                             finish=host_ops.finish_barrier)
-    return None if tf.executing_eagerly() else done.op
+    _check_global(process_set)
+    with op_scope("Barrier") as tensor_name:
+        done = OPS.lockstep_barrier(tensor_name=tensor_name)
+    return None if tf.executing_eagerly() else done
 
 
 def join():
     """Stop contributing: until every rank has joined, this rank takes part in the
     others' allreduces with zeros. Returns the last rank to join (int32 tensor)."""
-    (last_rank,) = op_builder.run("Join", lambda _: host_ops.Join(), [], [tf.int32], [[]],
-                                  finish=host_ops.finish_join)
-    return last_rank
+    with op_scope("Join"):
+        return OPS.lockstep_join()
 
 
-# Differentiable building blocks. Gradient collectives get automatic names.
+# Graph ops that read the topology when they run.
 
 
-def _allreduce(tensor, scaling, name):
-    @tf.custom_gradient
-    def forward(x):
-        (y,) = op_builder.run(
-            "Allreduce", lambda n: host_ops.Allreduce(scaling, n, grouped=False), [x], [x.dtype], [x.shape], name
-        )
-        return y, lambda dy: _allreduce(_dense(dy, y), _gradient_scaling(scaling), None)
-
-    return forward(tensor)
+def rank_op(name=None):
+    """This process's rank, as an int32 op evaluated when it runs."""
+    return OPS.lockstep_rank(name=name)
 
 
-def _grouped_allreduce(tensors, scaling, name):
-    @tf.custom_gradient
-    def forward(*xs):
-        ys = op_builder.run(
-            "GroupedAllreduce",
-            lambda n: host_ops.Allreduce(scaling, n, grouped=True),
-            xs,
-            [x.dtype for x in xs],
-            [x.shape for x in xs],
-            name,
-        )
-
-        def backward(*dys):
-            return _grouped_allreduce([_dense(dy, y) for dy, y in zip(dys, ys)], _gradient_scaling(scaling), None)
-
-        return ys, backward
-
-    return forward(*tensors)
+def size_op(process_set_id=0, name=None):
+    _check_process_set_id(process_set_id)
+    return OPS.lockstep_size(name=name)
 
 
-def _allgather(tensor, name):
-    @tf.custom_gradient
-    def forward(x):
-        shape = [None] + x.shape.as_list()[1:]
-        (y,) = op_builder.run("Allgather", lambda n: host_ops.Allgather(n), [x], [x.dtype], [shape], name)
-
-        def backward(dy):
-            averaged = _allreduce(_dense(dy, y), Scaling(Average), None)
-            rows = tf.shape(x, out_type=tf.int64)[:1]
-            all_rows = _allgather(rows, None)
-            start = tf.reduce_sum(all_rows[: basics.rank()])
-            return averaged[start : start + rows[0]]
-
-        return y, backward
-
-    return forward(tensor)
+def local_rank_op(name=None):
+    return OPS.lockstep_local_rank(name=name)
 
 
-def _broadcast(tensor, root_rank, name):
-    @tf.custom_gradient
-    def forward(x):
-        (y,) = op_builder.run(
-            "Broadcast", lambda n: host_ops.Broadcast(root_rank, n), [x], [x.dtype], [x.shape], name
-        )
-
-        def backward(dy):
-            averaged = _allreduce(_dense(dy, y), Scaling(Average), None)
-            return averaged if basics.rank() == root_rank else tf.zeros_like(averaged)
-
-        return y, backward
-
-    return forward(tensor)
+def local_size_op(name=None):
+    return OPS.lockstep_local_size(name=name)
 
 
-def _alltoall(tensor, splits, name):
-    inputs = [tensor] if splits is None else [tensor, splits]
-    shapes = [[None] + tensor.shape.as_list()[1:], [basics.size()]]
-
-    @tf.custom_gradient
-    def forward(x):
-        received, received_splits = op_builder.run(
-            "Alltoall", lambda n: host_ops.Alltoall(n), [x] + inputs[1:], [x.dtype, tf.int32], shapes, name
-        )
-
-        def backward(d_received, _d_splits):
-            # Send every row's gradient back to the rank it came from.
-            returned, _ = _alltoall(_dense(d_received, received), received_splits, None)
-            return returned
-
-        return (received, received_splits), backward
-
-    return forward(tensor)
+def process_set_included_op(process_set_id=0, name=None):
+    """1 if this rank belongs to the process set (only the global set, id 0, exists)."""
+    return OPS.lockstep_process_set_included(process_set_id=validation.as_int(process_set_id, "process_set_id"),
+                                             name=name)
 
 
-def _reducescatter(tensor, scaling, name):
-    @tf.custom_gradient
-    def forward(x):
-        shape = [None] + x.shape.as_list()[1:]
-        (y,) = op_builder.run(
-            "Reducescatter", lambda n: host_ops.Reducescatter(scaling, n), [x], [x.dtype], [shape], name
-        )
-
-        def backward(dy):
-            gathered = _allgather(_dense(dy, y), None)
-            factor = scaling.prescale * scaling.postscale
-            if scaling.op == Average:
-                factor /= basics.size()
-            return gathered if factor == 1.0 else gathered * tf.cast(factor, gathered.dtype)
-
-        return y, backward
-
-    return forward(tensor)
+# Helpers.
 
 
-def _gather_indexed_slices(slices, scaling, name):
-    if scaling.op not in (Average, Sum):
-        raise ValueError("allreduce of tf.IndexedSlices supports only op=Average or op=Sum")
-    base = name or None
-    values = allgather(slices.values, name=None if base is None else f"{base}.values")
-    indices = allgather(slices.indices, name=None if base is None else f"{base}.indices")
-    factor = scaling.prescale * scaling.postscale
-    if scaling.op == Average:
-        factor /= basics.size()
-    if factor != 1.0:
-        values = values * tf.cast(factor, values.dtype)
-    return tf.IndexedSlices(values, indices, dense_shape=slices.dense_shape)
-
-
-def _dense(gradient, output):
-    """Gradients reach a collective as tensors: densify IndexedSlices (e.g. from
-    tf.gather on the output) and stand in zeros for outputs the loss ignores."""
-    if gradient is None:
-        return tf.zeros_like(output)
-    return tf.convert_to_tensor(gradient)
-
-
-def _gradient_scaling(scaling):
-    if scaling.op not in (Average, Sum):
-        raise NotImplementedError(
-            "gradients of allreduce are defined for op=Average and op=Sum only, not Min, Max or Product"
-        )
-    return scaling
-
-
-def _checked_scaling(op, prescale_factor, postscale_factor, allowed, op_kind):
-    """Validate while building, so a graph reports bad arguments where they are written."""
-    to_core_reduce_op(op, allowed, op_kind)
+def _reduction(op, prescale_factor, postscale_factor, allowed, op_kind, tensors):
+    """(reduce op int, prescale, postscale), checked while the graph is built."""
+    reduce_op = int(to_core_reduce_op(op, allowed, op_kind))
     prescale = validation.as_scale_factor(prescale_factor, "prescale_factor")
     postscale = validation.as_scale_factor(postscale_factor, "postscale_factor")
-    return Scaling(int(op), prescale, postscale)
+    if any(tensor.dtype == tf.bool for tensor in tensors):
+        if reduce_op == Average:
+            raise ValueError("Average is not defined for bool tensors; use Sum/Max (any) or Min/Product (all)")
+        if prescale != 1.0 or postscale != 1.0:
+            raise ValueError("prescale_factor/postscale_factor cannot be applied to bool tensors")
+    return reduce_op, prescale, postscale
+
+
+def _gather_indexed_slices(slices_list, op, prescale_factor, postscale_factor, name):
+    """Horovod's allreduce of tf.IndexedSlices: allgather of values and of indices;
+    Average divides the gathered values by the number of ranks."""
+    if op == Adasum:
+        raise NotImplementedError("The Adasum reduction does not support tf.IndexedSlices; pass "
+                                  "sparse_as_dense=True to reduce them as dense tensors")
+    if op not in (Sum, Average):
+        raise NotImplementedError("Only Sum and Average ops are supported with tf.IndexedSlices")
+    if prescale_factor != 1.0 or postscale_factor != 1.0:
+        raise NotImplementedError("Pre/postscale_factor are not supported with tf.IndexedSlices")
+    values = grouped_allgather([s.values for s in slices_list], name=_suffixed(name, "values"))
+    indices = grouped_allgather([s.indices for s in slices_list], name=_suffixed(name, "indices"))
+    gathered = []
+    for slices, value, index in zip(slices_list, values, indices):
+        if op == Average:
+            value = value / tf.cast(basics.size(), value.dtype)
+        gathered.append(tf.IndexedSlices(value, index, dense_shape=slices.dense_shape))
+    return gathered
+
+
+def _suffixed(name, suffix):
+    return None if name is None else f"{name}.{suffix}"
+
+
+def _checked_sequence(tensors):
+    if not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"tensors must be a list or tuple of tensors, got {type(tensors).__name__}")
+    return list(tensors)
+
+
+def _check_global(process_set):
+    """Process sets other than the global one are not available yet."""
+    if process_set is None or getattr(process_set, "process_set_id", None) == 0:
+        return
+    raise NotImplementedError("lockstep supports only the global process set so far")
+
+
+def _check_process_set_id(process_set_id):
+    if validation.as_int(process_set_id, "process_set_id") != 0:
+        raise ValueError(f"process set {process_set_id} is not registered; only the global set (id 0) exists")

@@ -1,14 +1,12 @@
-"""What TensorFlow tensors the core accepts, and conversion between eager tensors
-and the numpy arrays the host ops read and write."""
+"""What TensorFlow tensors lockstep's ops accept."""
 
-import numpy as np
 import tensorflow as tf
 
-# The core's element types; bfloat16 crosses as ml_dtypes.bfloat16, which is what
-# TensorFlow's own numpy conversion produces.
+# The core's element types (the op library admits exactly these).
 SUPPORTED_DTYPES = (
     tf.uint8,
     tf.int8,
+    tf.uint16,
     tf.int16,
     tf.int32,
     tf.int64,
@@ -27,25 +25,10 @@ def as_tensor(value, what="tensor"):
     if isinstance(value, tf.IndexedSlices):
         raise TypeError(f"{what} is a tf.IndexedSlices; this op needs a dense tensor")
     tensor = tf.convert_to_tensor(value)
-    check_dtype(tensor.dtype, what)
+    if tensor.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"{what} has unsupported dtype {tensor.dtype.name}; supported dtypes: {SUPPORTED_DTYPE_NAMES}")
     return tensor
 
 
-def check_dtype(dtype, what="tensor"):
-    if dtype not in SUPPORTED_DTYPES:
-        raise TypeError(f"{what} has unsupported dtype {dtype.name}; supported dtypes: {SUPPORTED_DTYPE_NAMES}")
-
-
-def eager_array(tensor):
-    """The host memory behind an eager tensor, zero-copy (the array keeps it alive).
-
-    0-d tensors convert to numpy scalars, which are copied into a 0-d array
-    (np.asarray cannot take a bfloat16 scalar)."""
-    if tensor.shape.rank == 0:
-        return np.array(tensor.numpy())
-    return np.asarray(tensor)
-
-
-def from_array(array, dtype):
-    """An eager tensor holding `array` (a copy into TensorFlow-owned memory)."""
-    return tf.convert_to_tensor(array, dtype=dtype)
+def as_tensor_list(values):
+    return [as_tensor(value, f"tensors[{index}]") for index, value in enumerate(values)]

@@ -3,30 +3,37 @@
 import tensorflow as tf
 
 from lockstep.common import basics, validation
-from lockstep.tensorflow import host_ops, op_builder
+from lockstep.tensorflow.naming import op_scope
+from lockstep.tensorflow.op_library import OPS
 from lockstep.tensorflow.tensors import as_tensor
+
+
+def broadcast_into(variables, root_rank, name=None):
+    """Assign root_rank's value to each variable; all broadcasts are in flight together.
+
+    Returns the variables eagerly, and the assigned values in a graph.
+    """
+    variables = list(variables)
+    root_rank = validation.check_root_rank(root_rank, basics.size())
+    assignments = []
+    for index, variable in enumerate(variables):
+        value = as_tensor(variable, f"variable {getattr(variable, 'name', index)}")
+        member = name if name is None or len(variables) == 1 else f"{name}.{index}"
+        with op_scope("BroadcastVariable", member) as tensor_name:
+            received = OPS.lockstep_broadcast(value, root_rank=root_rank, tensor_name=tensor_name)
+        assignments.append(variable.assign(received))
+    return variables if tf.executing_eagerly() else assignments
 
 
 def broadcast_variables(variables, root_rank, name=None):
     """Assign root_rank's value to each variable on every rank.
 
-    All broadcasts are in flight together. Eagerly this returns None once done;
-    in a graph it returns the op that does it.
+    Eagerly this returns None once done; in a graph it returns the op that does it.
     """
     variables = list(variables)
-    root_rank = validation.check_root_rank(root_rank, basics.size())
     if not variables:
         return None if tf.executing_eagerly() else tf.no_op()
-    values = [as_tensor(variable, f"variable {variable.name}") for variable in variables]
-    received = op_builder.run(
-        "BroadcastVariables",
-        lambda resolved: host_ops.Broadcast(root_rank, resolved),
-        values,
-        [value.dtype for value in values],
-        [value.shape for value in values],
-        name,
-    )
-    assignments = [variable.assign(value) for variable, value in zip(variables, received)]
+    assignments = broadcast_into(variables, root_rank, name)
     return None if tf.executing_eagerly() else tf.group(*assignments)
 
 

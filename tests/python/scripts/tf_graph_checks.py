@@ -108,15 +108,17 @@ def check_tf1_session_hook(rank, size):
 
 def check_errors(rank, size):
     odd = rank % 2 == 1
-    error = expect_error(hvd.LockstepError, ["shape"], hvd.allreduce, tf.ones([4 if odd else 3]),
-                         name="tf.mismatch.eager")
+    # Mismatches across ranks: Horovod's TensorFlow type, on every rank, naming the
+    # tensor, the ranks and the values.
+    error = expect_error(tf.errors.FailedPreconditionError, ["shape", "rank 0", "[3]", "[4]"], hvd.allreduce,
+                         tf.ones([4 if odd else 3]), name="tf.mismatch.eager")
     assert "tf.mismatch.eager" in str(error), f"the error names the tensor: {error}"
 
     @tf.function
     def mismatched():
         return hvd.allreduce(tf.ones([4 if odd else 3]), name="tf.mismatch.graph")
 
-    expect_error(tf.errors.OpError, ["tf.mismatch.graph", "shape"], mismatched)
+    expect_error(tf.errors.FailedPreconditionError, ["tf.mismatch.graph", "shape"], mismatched)
     assert_equal(hvd.allreduce(tf.constant([1.0]), op=hvd.Sum).numpy(), np.array([size], np.float32),
                  "collectives keep working after errors")
     expect_error(RuntimeError, ["XLA", "jit_compile=False"],
@@ -129,5 +131,7 @@ def check_errors(rank, size):
     expect_error(ValueError, ["Average", "bool"], hvd.allreduce, tf.constant([True]))
     expect_error(ValueError, ["root_rank"], hvd.broadcast, tf.ones([1]), root_rank=size)
     expect_error(ValueError, ["dimension"], hvd.allgather, tf.constant(1.0))
-    expect_error(ValueError, ["Average", "Sum"], hvd.allreduce,
-                 tf.IndexedSlices(tf.ones([1, 2]), tf.constant([0]), tf.constant([3, 2])), op=hvd.Max)
+    slices = tf.IndexedSlices(tf.ones([1, 2]), tf.constant([0]), tf.constant([3, 2]))
+    expect_error(NotImplementedError, ["Only Sum and Average"], hvd.allreduce, slices, op=hvd.Max)
+    expect_error(NotImplementedError, ["Pre/postscale"], hvd.allreduce, slices, prescale_factor=2.0)
+    expect_error(NotImplementedError, ["Adasum"], hvd.allreduce, slices, op=hvd.Adasum)
