@@ -4,10 +4,16 @@
 // Every collective carries `tensor_name`, the name ranks negotiate by: the Python
 // wrapper sets it from the user's name or, in graphs, from the op's graph-unique
 // scope; empty (eager, unnamed) makes the kernel take the core's next automatic
-// name. Collectives are not stateful, as in Horovod, so tf.function's automatic
-// control dependencies do not chain them: independent collectives start together
-// and the core fuses them. Join, barrier and the topology queries are stateful, so
-// they are neither pruned nor folded into constants.
+// name.
+//
+// Every op is stateful: it talks to the other ranks. Otherwise graph optimizers
+// treat it as a pure function: constant folding runs collectives with constant
+// inputs one by one while optimizing, in an order that differs between ranks
+// (a deadlock, seen with Grappler in Sessions), and common-subexpression
+// elimination or pruning could drop one on some ranks only. In tf.function the
+// Python wrapper marks each collective order-independent, so automatic control
+// dependencies do not chain them: independent collectives start together and the
+// core fuses them.
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -59,6 +65,7 @@ REGISTER_OP("LockstepAllreduce")
     .Attr("tensor_name: string = ''")
     .Input("tensor: T")
     .Output("reduced: T")
+    .SetIsStateful()
     .SetShapeFn(tensorflow::shape_inference::UnchangedShape);
 
 REGISTER_OP("LockstepGroupedAllreduce")
@@ -69,6 +76,7 @@ REGISTER_OP("LockstepGroupedAllreduce")
     .Attr("tensor_name: string = ''")
     .Input("tensors: T")
     .Output("reduced: T")
+    .SetIsStateful()
     .SetShapeFn(SameShapes);
 
 REGISTER_OP("LockstepAllgather")
@@ -76,6 +84,7 @@ REGISTER_OP("LockstepAllgather")
     .Attr("tensor_name: string = ''")
     .Input("tensor: T")
     .Output("gathered: T")
+    .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) { return UnknownRowsShape(c, 0, 0); });
 
 REGISTER_OP("LockstepGroupedAllgather")
@@ -83,6 +92,7 @@ REGISTER_OP("LockstepGroupedAllgather")
     .Attr("tensor_name: string = ''")
     .Input("tensors: T")
     .Output("gathered: T")
+    .SetIsStateful()
     .SetShapeFn(UnknownRowsShapes);
 
 REGISTER_OP("LockstepBroadcast")
@@ -91,6 +101,7 @@ REGISTER_OP("LockstepBroadcast")
     .Attr("tensor_name: string = ''")
     .Input("tensor: T")
     .Output("broadcast: T")
+    .SetIsStateful()
     .SetShapeFn(tensorflow::shape_inference::UnchangedShape);
 
 REGISTER_OP("LockstepAlltoall")
@@ -116,6 +127,7 @@ REGISTER_OP("LockstepReducescatter")
     .Attr("tensor_name: string = ''")
     .Input("tensor: T")
     .Output("scattered: T")
+    .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) { return UnknownRowsShape(c, 0, 0); });
 
 REGISTER_OP("LockstepGroupedReducescatter")
@@ -126,6 +138,7 @@ REGISTER_OP("LockstepGroupedReducescatter")
     .Attr("tensor_name: string = ''")
     .Input("tensors: T")
     .Output("scattered: T")
+    .SetIsStateful()
     .SetShapeFn(UnknownRowsShapes);
 
 REGISTER_OP("LockstepJoin")

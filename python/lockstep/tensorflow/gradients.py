@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from lockstep.common import basics
 from lockstep.common.ops import Average, Sum
-from lockstep.tensorflow.naming import op_scope
+from lockstep.tensorflow.naming import collective
 from lockstep.tensorflow.op_library import OPS
 
 
@@ -40,15 +40,14 @@ def _check_differentiable(reduce_op):
 
 
 def _average(tensor):
-    with op_scope("Allreduce") as tensor_name:
-        return OPS.lockstep_allreduce(tensor, reduce_op=Average, tensor_name=tensor_name)
+    return collective("Allreduce", None,
+                      lambda tensor_name: OPS.lockstep_allreduce(tensor, reduce_op=Average, tensor_name=tensor_name))
 
 
 def _rows_before_this_rank(tensor):
     """(first row of this rank's block in a gather of `tensor`, its row count)."""
     rows = tf.shape(tensor, out_type=tf.int64)[:1]
-    with op_scope("Allgather") as tensor_name:
-        all_rows = OPS.lockstep_allgather(rows, tensor_name=tensor_name)
+    all_rows = collective("Allgather", None, lambda tensor_name: OPS.lockstep_allgather(rows, tensor_name=tensor_name))
     return tf.reduce_sum(all_rows[: basics.rank()]), rows[0]
 
 
@@ -56,8 +55,9 @@ def _rows_before_this_rank(tensor):
 def _allreduce_grad(op, grad):
     scaling = _scaling(op)
     _check_differentiable(scaling["reduce_op"])
-    with op_scope("Allreduce") as tensor_name:
-        return OPS.lockstep_allreduce(_dense(grad, op.outputs[0]), tensor_name=tensor_name, **scaling)
+    dense = _dense(grad, op.outputs[0])
+    return collective("Allreduce", None,
+                      lambda tensor_name: OPS.lockstep_allreduce(dense, tensor_name=tensor_name, **scaling))
 
 
 @tf.RegisterGradient("LockstepGroupedAllreduce")
@@ -65,8 +65,8 @@ def _grouped_allreduce_grad(op, *grads):
     scaling = _scaling(op)
     _check_differentiable(scaling["reduce_op"])
     dense = [_dense(grad, output) for grad, output in zip(grads, op.outputs)]
-    with op_scope("GroupedAllreduce") as tensor_name:
-        return OPS.lockstep_grouped_allreduce(dense, tensor_name=tensor_name, **scaling)
+    return collective("GroupedAllreduce", None,
+                      lambda tensor_name: OPS.lockstep_grouped_allreduce(dense, tensor_name=tensor_name, **scaling))
 
 
 def _allgather_grad_of(x, grad, y):
@@ -96,14 +96,15 @@ def _broadcast_grad(op, grad):
 @tf.RegisterGradient("LockstepAlltoall")
 def _alltoall_grad(op, grad, _grad_splits):
     # Send every row's gradient back to the rank it came from.
-    with op_scope("Alltoall") as tensor_name:
-        returned, _ = OPS.lockstep_alltoall(_dense(grad, op.outputs[0]), op.outputs[1], tensor_name=tensor_name)
+    dense = _dense(grad, op.outputs[0])
+    returned, _ = collective("Alltoall", None,
+                             lambda tensor_name: OPS.lockstep_alltoall(dense, op.outputs[1], tensor_name=tensor_name))
     return returned, None
 
 
 def _reducescatter_grad_of(op, grad, output):
-    with op_scope("Allgather") as tensor_name:
-        gathered = OPS.lockstep_allgather(_dense(grad, output), tensor_name=tensor_name)
+    dense = _dense(grad, output)
+    gathered = collective("Allgather", None, lambda tensor_name: OPS.lockstep_allgather(dense, tensor_name=tensor_name))
     factor = op.get_attr("prescale_factor") * op.get_attr("postscale_factor")
     if op.get_attr("reduce_op") == Average:
         factor /= basics.size()

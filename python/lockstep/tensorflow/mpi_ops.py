@@ -16,7 +16,7 @@ from lockstep.common import basics, validation
 from lockstep.common.ops import Adasum, Average, Max, Min, Product, Sum, handle_average_backwards_compatibility
 from lockstep.common.ops import to_core_reduce_op
 from lockstep.tensorflow.compression import Compression
-from lockstep.tensorflow.naming import op_scope
+from lockstep.tensorflow.naming import collective
 from lockstep.tensorflow.op_library import OPS
 from lockstep.tensorflow.tensors import as_tensor, as_tensor_list
 
@@ -40,9 +40,8 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="", compressi
     reduce_op, prescale, postscale = _reduction(op, prescale_factor, postscale_factor, ALLREDUCE_OPS, "allreduce",
                                                 [tensor])
     sent, context = compression.compress(tensor)
-    with op_scope("Allreduce", name) as tensor_name:
-        reduced = OPS.lockstep_allreduce(sent, reduce_op=reduce_op, prescale_factor=prescale,
-                                         postscale_factor=postscale, tensor_name=tensor_name)
+    reduced = collective("Allreduce", name, lambda tensor_name: OPS.lockstep_allreduce(
+        sent, reduce_op=reduce_op, prescale_factor=prescale, postscale_factor=postscale, tensor_name=tensor_name))
     return compression.decompress(reduced, context)
 
 
@@ -72,10 +71,9 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="", 
         reduce_op, prescale, postscale = _reduction(op, prescale_factor, postscale_factor, ALLREDUCE_OPS,
                                                     "grouped_allreduce", dense_tensors)
         compressed = [compression.compress(tensor) for tensor in dense_tensors]
-        with op_scope("GroupedAllreduce", name) as tensor_name:
-            reduced = OPS.lockstep_grouped_allreduce([sent for sent, _ in compressed], reduce_op=reduce_op,
-                                                     prescale_factor=prescale, postscale_factor=postscale,
-                                                     tensor_name=tensor_name)
+        reduced = collective("GroupedAllreduce", name, lambda tensor_name: OPS.lockstep_grouped_allreduce(
+            [sent for sent, _ in compressed], reduce_op=reduce_op, prescale_factor=prescale,
+            postscale_factor=postscale, tensor_name=tensor_name))
         for position, out, (_, context) in zip(dense, reduced, compressed):
             results[position] = compression.decompress(out, context)
     return results
@@ -86,8 +84,7 @@ def allgather(tensor, name=None, ignore_name_scope=False, process_set=None):
     _check_global(process_set)
     tensor = as_tensor(tensor)
     validation.check_has_first_dim(tensor.shape, "allgather")
-    with op_scope("Allgather", name) as tensor_name:
-        return OPS.lockstep_allgather(tensor, tensor_name=tensor_name)
+    return collective("Allgather", name, lambda tensor_name: OPS.lockstep_allgather(tensor, tensor_name=tensor_name))
 
 
 def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=None):
@@ -98,8 +95,8 @@ def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=N
         return tensors
     for tensor in tensors:
         validation.check_has_first_dim(tensor.shape, "grouped_allgather")
-    with op_scope("GroupedAllgather", name) as tensor_name:
-        return OPS.lockstep_grouped_allgather(tensors, tensor_name=tensor_name)
+    return collective("GroupedAllgather", name,
+                      lambda tensor_name: OPS.lockstep_grouped_allgather(tensors, tensor_name=tensor_name))
 
 
 def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set=None):
@@ -107,8 +104,8 @@ def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set
     _check_global(process_set)
     tensor = as_tensor(tensor)
     root_rank = validation.check_root_rank(root_rank, basics.size())
-    with op_scope("Broadcast", name) as tensor_name:
-        return OPS.lockstep_broadcast(tensor, root_rank=root_rank, tensor_name=tensor_name)
+    return collective("Broadcast", name, lambda tensor_name: OPS.lockstep_broadcast(
+        tensor, root_rank=root_rank, tensor_name=tensor_name))
 
 
 def broadcast_(variables, root_rank, name=None, process_set=None):
@@ -136,8 +133,8 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_se
         if not sent_splits.dtype.is_integer:
             raise TypeError(f"splits must hold integers, got dtype {sent_splits.dtype.name}")
         sent_splits = tf.cast(tf.reshape(sent_splits, [-1]), tf.int32)
-    with op_scope("Alltoall", name) as tensor_name:
-        received, received_splits = OPS.lockstep_alltoall(tensor, sent_splits, tensor_name=tensor_name)
+    received, received_splits = collective("Alltoall", name, lambda tensor_name: OPS.lockstep_alltoall(
+        tensor, sent_splits, tensor_name=tensor_name))
     return received if splits is None else (received, received_splits)
 
 
@@ -151,9 +148,8 @@ def reducescatter(tensor, device_dense="", compression=Compression.none, op=Aver
                                                 "reducescatter", [tensor])
     validation.check_has_first_dim(tensor.shape, "reducescatter")
     sent, context = compression.compress(tensor)
-    with op_scope("Reducescatter", name) as tensor_name:
-        scattered = OPS.lockstep_reducescatter(sent, reduce_op=reduce_op, prescale_factor=prescale,
-                                               postscale_factor=postscale, tensor_name=tensor_name)
+    scattered = collective("Reducescatter", name, lambda tensor_name: OPS.lockstep_reducescatter(
+        sent, reduce_op=reduce_op, prescale_factor=prescale, postscale_factor=postscale, tensor_name=tensor_name))
     return compression.decompress(scattered, context)
 
 
@@ -169,26 +165,23 @@ def grouped_reducescatter(tensors, device_dense="", compression=Compression.none
     for tensor in tensors:
         validation.check_has_first_dim(tensor.shape, "grouped_reducescatter")
     compressed = [compression.compress(tensor) for tensor in tensors]
-    with op_scope("GroupedReducescatter", name) as tensor_name:
-        scattered = OPS.lockstep_grouped_reducescatter([sent for sent, _ in compressed], reduce_op=reduce_op,
-                                                       prescale_factor=prescale, postscale_factor=postscale,
-                                                       tensor_name=tensor_name)
+    scattered = collective("GroupedReducescatter", name, lambda tensor_name: OPS.lockstep_grouped_reducescatter(
+        [sent for sent, _ in compressed], reduce_op=reduce_op, prescale_factor=prescale, postscale_factor=postscale,
+        tensor_name=tensor_name))
     return [compression.decompress(out, context) for out, (_, context) in zip(scattered, compressed)]
 
 
 def barrier(process_set=None):
     """Return once every rank has reached the barrier (in a graph: an op that does)."""
     _check_global(process_set)
-    with op_scope("Barrier") as tensor_name:
-        done = OPS.lockstep_barrier(tensor_name=tensor_name)
+    done = collective("Barrier", None, lambda tensor_name: OPS.lockstep_barrier(tensor_name=tensor_name))
     return None if tf.executing_eagerly() else done
 
 
 def join():
     """Stop contributing: until every rank has joined, this rank takes part in the
     others' allreduces with zeros. Returns the last rank to join (int32 tensor)."""
-    with op_scope("Join"):
-        return OPS.lockstep_join()
+    return collective("Join", None, lambda _: OPS.lockstep_join())
 
 
 # Graph ops that read the topology when they run.

@@ -1,4 +1,7 @@
-"""The `tensor_name` attribute of a lockstep op: the name ranks negotiate by.
+"""Creating lockstep ops: their `tensor_name` (the name ranks negotiate by) and,
+in tf.function, their independence from program order.
+
+Names:
 
 - A name the user gave is used as is.
 - Eagerly, unnamed ops carry an empty name and the kernel takes the core's next
@@ -15,6 +18,23 @@ import tensorflow as tf
 from tensorflow.python.ops import control_flow_util  # only to detect XLA compilation early
 
 from lockstep.common import basics, validation
+
+
+def collective(kind, name, build):
+    """`build(tensor_name)` creates the op (returning its outputs, or the op itself
+    when it has none) inside op_scope; returns what it returned."""
+    with op_scope(kind, name) as tensor_name:
+        outputs = build(tensor_name)
+    if not tf.executing_eagerly():
+        _run_independently(outputs)
+    return outputs
+
+
+def _run_independently(outputs):
+    op = outputs if isinstance(outputs, tf.Operation) else tf.nest.flatten(outputs)[0].op
+    manager = getattr(op.graph, "experimental_acd_manager", None)  # only function graphs have one
+    if manager is not None:
+        manager.run_independently(op)
 
 
 @contextlib.contextmanager

@@ -3,7 +3,7 @@
 import tensorflow as tf
 
 from lockstep.common import basics, validation
-from lockstep.tensorflow.naming import op_scope
+from lockstep.tensorflow.naming import collective
 from lockstep.tensorflow.op_library import OPS
 from lockstep.tensorflow.tensors import as_tensor
 
@@ -19,8 +19,8 @@ def broadcast_into(variables, root_rank, name=None):
     for index, variable in enumerate(variables):
         value = as_tensor(variable, f"variable {getattr(variable, 'name', index)}")
         member = name if name is None or len(variables) == 1 else f"{name}.{index}"
-        with op_scope("BroadcastVariable", member) as tensor_name:
-            received = OPS.lockstep_broadcast(value, root_rank=root_rank, tensor_name=tensor_name)
+        received = collective("BroadcastVariable", member, lambda tensor_name, value=value: OPS.lockstep_broadcast(
+            value, root_rank=root_rank, tensor_name=tensor_name))
         assignments.append(variable.assign(received))
     return variables if tf.executing_eagerly() else assignments
 

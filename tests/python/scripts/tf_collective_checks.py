@@ -1,5 +1,6 @@
-"""lockstep.tensorflow collectives on every supported dtype, run eagerly and all
-together inside one tf.function; exact results.
+"""lockstep.tensorflow collectives on every supported dtype, run eagerly, all
+together inside one tf.function, and all together in one tf.compat.v1 Session
+run; exact results.
 
 Each Case knows its rank's input and the exact expected output, so the same list
 runs in both modes.
@@ -113,6 +114,39 @@ def reducescatter_case(dtype, op_name, rank, size):
                 [inputs[rank]], [reduced[start:start + counts[rank]]])
 
 
+def alltoall_sparse_case(dtype, rank, size):
+    """Rank 0 sends nothing (an empty tensor) and the last rank receives nothing."""
+
+    def splits_of(sender):
+        return [0 if sender == 0 or dest == size - 1 else dest + 1 for dest in range(size)]
+
+    sent = [encoded_rows(dtype, s, sum(splits_of(s))) for s in range(size)]
+    received = []
+    for sender in range(size):
+        start = sum(splits_of(sender)[:rank])
+        received.append(sent[sender][start:start + splits_of(sender)[rank]])
+    expected_splits = np.array([splits_of(s)[rank] for s in range(size)], np.int32)
+    return Case(f"alltoall empty sends/receives {dtype.name}", lambda xs: list(hvd.alltoall(xs[0], splits=xs[1])),
+                [sent[rank], np.array(splits_of(rank), np.int32)], [np.concatenate(received), expected_splits])
+
+
+def grouped_data_cases(rank, size):
+    """grouped_allgather over every dtype, grouped_reducescatter over every numeric one."""
+    parts = {dtype: [encoded_rows(dtype, r, r + 1) for r in range(size)] for dtype in ALL_DTYPES}
+    gather = Case("grouped_allgather of every dtype", lambda xs: hvd.grouped_allgather(list(xs)),
+                  [parts[dtype][rank] for dtype in ALL_DTYPES], [np.concatenate(parts[dtype]) for dtype in ALL_DTYPES])
+    rows = 2 * size + 1
+    counts = [rows // size + (1 if r < rows % size else 0) for r in range(size)]
+    start = sum(counts[:rank])
+    per_tensor = [reduction_inputs(dtype, (rows, 2), "Sum", size) for dtype in NUMERIC_DTYPES]
+    scatter = Case("grouped_reducescatter of every numeric dtype",
+                   lambda xs: hvd.grouped_reducescatter(list(xs), op=hvd.Sum),
+                   [inputs[rank] for inputs in per_tensor],
+                   [expected_reduction(inputs, inputs[0].dtype, "Sum", size)[start:start + counts[rank]]
+                    for inputs in per_tensor])
+    return [gather, scatter]
+
+
 def grouped_case(rank, size):
     per_tensor = [reduction_inputs(dtype, (3,), "Sum", size) for dtype in NUMERIC_DTYPES]
     return Case("grouped_allreduce of every numeric dtype",
@@ -122,18 +156,21 @@ def grouped_case(rank, size):
 
 
 def all_cases(rank, size):
-    cases = [grouped_case(rank, size)]
+    cases = [grouped_case(rank, size)] + grouped_data_cases(rank, size)
     for dtype in ALL_DTYPES:
         cases += allreduce_cases(dtype, rank, size)
         cases += data_movement_cases(dtype, rank, size)
+        cases.append(alltoall_sparse_case(dtype, rank, size))
     return cases
 
 
 def check_outputs(case, outputs, mode):
     assert len(outputs) == len(case.expected), f"{mode} {case.what}: {len(outputs)} outputs"
     for index, (output, expected) in enumerate(zip(outputs, case.expected)):
-        assert isinstance(output, tf.Tensor), f"{mode} {case.what}: got {type(output).__name__}"
-        assert_equal(np.asarray(output.numpy()), expected, f"{mode} {case.what} output {index}")
+        if not isinstance(output, (np.ndarray, np.generic)):  # a Session returns arrays
+            assert isinstance(output, tf.Tensor), f"{mode} {case.what}: got {type(output).__name__}"
+            output = output.numpy()
+        assert_equal(np.asarray(output), expected, f"{mode} {case.what} output {index}")
 
 
 def check_eager(cases):
@@ -155,6 +192,16 @@ def check_one_function(cases):
             check_outputs(case, outputs, f"tf.function run {execution}")
 
 
+def check_one_session(cases):
+    """Every case in one tf.compat.v1 graph, fetched by one Session run, twice."""
+    with tf.Graph().as_default():
+        fetches = [case.run([tf.constant(value) for value in case.inputs]) for case in cases]
+        with tf.compat.v1.Session() as session:
+            for execution in range(2):
+                for case, outputs in zip(cases, session.run(fetches)):
+                    check_outputs(case, list(outputs), f"Session run {execution}")
+
+
 def check_variables_as_inputs(rank, size):
     variable = tf.Variable(np.full(3, rank + 1, np.float32))
     expected = np.full(3, size * (size + 1) / 2, np.float32)
@@ -171,4 +218,5 @@ def check_collectives(rank, size):
     cases = all_cases(rank, size)
     check_eager(cases)
     check_one_function(cases)
+    check_one_session(cases)
     check_variables_as_inputs(rank, size)
