@@ -1,4 +1,5 @@
-"""Gradients of lockstep.tensorflow's collectives, eagerly and in tf.function.
+"""Gradients of lockstep.tensorflow's collectives, eagerly, in tf.function and in
+a tf.compat.v1 Session graph (tf.compat.v1.gradients).
 
 Every rank weights its loss by its own constant c_r = rank + 1, so dL/dy on rank r
 is c_r everywhere and each expected gradient is a closed form in the c's:
@@ -13,7 +14,7 @@ from rank_checks import assert_equal, expect_error
 
 
 def weighted_loss_gradient(forward, x, rank):
-    """d/dx of sum(forward(x) * (rank + 1)), eagerly and in a tf.function."""
+    """d/dx of sum(forward(x) * (rank + 1)): eagerly, in a tf.function, in a Session."""
 
     def gradient(x):
         with tf.GradientTape() as tape:
@@ -22,13 +23,18 @@ def weighted_loss_gradient(forward, x, rank):
             loss = tf.reduce_sum(y * float(rank + 1))
         return tape.gradient(loss, x)
 
-    return gradient(x).numpy(), tf.function(gradient)(x).numpy()
+    eager, function = gradient(tf.constant(x)).numpy(), tf.function(gradient)(tf.constant(x)).numpy()
+    with tf.Graph().as_default():
+        source = tf.constant(x)
+        (session_gradient,) = tf.compat.v1.gradients(tf.reduce_sum(forward(source) * float(rank + 1)), [source])
+        with tf.compat.v1.Session() as session:
+            in_session = session.run(session_gradient)
+    return eager, function, in_session
 
 
 def check_gradient(what, forward, x, expected, rank):
-    eager, graph = weighted_loss_gradient(forward, tf.constant(x), rank)
-    assert_equal(eager, expected, f"eager gradient of {what}")
-    assert_equal(graph, expected, f"tf.function gradient of {what}")
+    for mode, value in zip(("eager", "tf.function", "Session"), weighted_loss_gradient(forward, x, rank)):
+        assert_equal(value, expected, f"{mode} gradient of {what}")
 
 
 def check_collective_gradients(rank, size):
@@ -46,6 +52,8 @@ def check_collective_gradients(rank, size):
                    lambda t: tf.gather(hvd.allreduce(t, op=hvd.Sum), [0]), x, gathered_row, rank)
     rows = np.full((rank + 1, 2), rank, np.float32)
     check_gradient("allgather", hvd.allgather, rows, np.full((rank + 1, 2), mean, np.float32), rank)
+    check_gradient("grouped_allgather", lambda t: hvd.grouped_allgather([t, 3 * t])[1], rows,
+                   np.full((rank + 1, 2), 3 * mean, np.float32), rank)
     root = size - 1
     check_gradient("broadcast", lambda t: hvd.broadcast(t, root), x,
                    np.full((2, 3), mean if rank == root else 0.0, np.float32), rank)
@@ -53,6 +61,8 @@ def check_collective_gradients(rank, size):
     scattered = np.ones((2 * size, 2), np.float32)
     owner_weights = np.repeat(weights, 2)[:, None] * np.ones((1, 2), np.float32)
     check_gradient("reducescatter Sum", lambda t: hvd.reducescatter(t, op=hvd.Sum), scattered, owner_weights, rank)
+    check_gradient("grouped_reducescatter Sum", lambda t: hvd.grouped_reducescatter([t, t], op=hvd.Sum)[0],
+                   scattered, owner_weights, rank)
     check_gradient("reducescatter Average postscale 3",
                    lambda t: hvd.reducescatter(t, op=hvd.Average, postscale_factor=3.0), scattered,
                    owner_weights * np.float32(3.0 / size), rank)

@@ -22,6 +22,7 @@ from tf_graph_checks import (  # noqa: E402
     check_join_and_barrier,
     check_tf1_session_hook,
 )
+from tf_native_checks import check_native_ops  # noqa: E402
 from tf_tape_checks import check_distributed_gradient_tape, check_tape_as_context_manager  # noqa: E402
 
 
@@ -35,6 +36,7 @@ def main():
     rank, size = hvd.rank(), hvd.size()
     check_collectives(rank, size)
     check_collective_gradients(rank, size)
+    check_native_ops(rank, size)
     check_gradient_errors()
     share = check_independent_allreduces_fuse(rank, size)
     if share is not None:
