@@ -1,6 +1,7 @@
-"""lockstep.tensorflow under mpirun: collectives on every dtype eagerly and in
-tf.function, gradients, fusion of independent collectives in one graph,
-DistributedGradientTape, variable broadcasts, TF1 sessions and errors."""
+"""lockstep.tensorflow under mpirun: every op and dtype eagerly, in tf.function
+and in a Session, gradients, fusion and independence of collectives in one graph,
+DistributedGradientTape, variable broadcasts, TF1 sessions, SavedModel, errors
+and faults."""
 
 from mpi_harness import run_ranks
 
@@ -19,3 +20,20 @@ def test_regrouped_tensor_names_complete():
     run = run_ranks("tf_regroup.py", 2, timeout=90,
                     env={"LOCKSTEP_STALL_CHECK_TIME_SECONDS": "2", "LOCKSTEP_STALL_SHUTDOWN_TIME_SECONDS": "5"})
     run.assert_all_ranks_passed(2)
+
+
+def test_stalled_session_run_fails_instead_of_hanging(num_ranks):
+    """A Session run whose collectives one rank never submits fails on the others
+    with FailedPreconditionError after the stall shutdown time."""
+    run = run_ranks("tf_faults.py", num_ranks, timeout=120, args=["stall"],
+                    env={"LOCKSTEP_STALL_CHECK_TIME_SECONDS": "1", "LOCKSTEP_STALL_SHUTDOWN_TIME_SECONDS": "3"})
+    run.assert_all_ranks_passed(num_ranks)
+
+
+def test_a_dying_rank_ends_a_tensorflow_job(num_ranks):
+    run = run_ranks("tf_faults.py", num_ranks, timeout=120, args=["death"])
+    assert not run.timed_out, f"mpirun hung after a rank died\n{run.describe()}"
+    assert run.returncode != 0, f"mpirun reported success although rank 1 died\n{run.describe()}"
+    assert "UNEXPECTED" not in run.stdout, run.describe()
+    for rank in set(range(num_ranks)) - {1}:
+        assert f"rank {rank}: first allreduce done" in run.stdout, f"rank {rank} died too early\n{run.describe()}"
