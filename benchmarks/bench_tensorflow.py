@@ -10,12 +10,9 @@ Rounds interleave every variant, so drift hits all of them alike:
 """
 
 import os
-import statistics
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import torch  # noqa: E402
 
@@ -28,15 +25,6 @@ BATCH, FEATURES, HIDDEN, CLASSES = 64, 784, 256, 10
 # Variants that take milliseconds run fewer repetitions per round.
 HEAVY = {f"tf.function {INDEPENDENT} x 1 KiB allreduces", "tf.function MLP step, DistributedGradientTape",
          "tf.function MLP step, no communication"}
-
-
-def timed(function, repetitions):
-    samples = []
-    for _ in range(repetitions):
-        started = time.perf_counter()
-        function()
-        samples.append(time.perf_counter() - started)
-    return samples
 
 
 def make_variants(rank):
@@ -90,25 +78,16 @@ def main():
     hvd.init()
     rounds, repetitions = (2, 20) if args.quick else (5, 200)
     variants = make_variants(context.rank)
-    for function in variants.values():  # trace and warm up
-        for _ in range(5):
-            function()
-    samples = {label: [] for label in variants}
-    for round_index in range(rounds):
-        for label, function in variants.items():
-            context.barrier()
-            reps = repetitions // 4 if label in HEAVY else repetitions
-            samples[label].extend(context.slowest(timed(function, reps)).tolist())
-        context.log(f"round {round_index + 1}/{rounds} done")
-    results = {label: {"median_us": statistics.median(values) * 1e6,
-                       "p90_us": float(np.percentile(values, 90)) * 1e6,
-                       "samples": len(values)} for label, values in samples.items()}
+    light = {label: function for label, function in variants.items() if label not in HEAVY}
+    heavy = {label: function for label, function in variants.items() if label in HEAVY}
+    seconds = harness.run_interleaved(context, light, rounds, repetitions, warmup=5)
+    seconds.update(harness.run_interleaved(context, heavy, rounds, repetitions // 4, warmup=5))
+    results = {label: harness.summarize(seconds[label]) for label in variants}
     if context.rank == 0:
         print(f"{'variant':48s} {'median':>12s} {'p90':>12s}")
         for label, result in results.items():
-            print(f"{label:48s} {result['median_us']:10.1f} us {result['p90_us']:10.1f} us")
-    context.write_json(args.out, {"benchmark": "tensorflow", "results": results,
-                                  "implementation": getattr(hvd, "IMPLEMENTATION", "numpy_function")})
+            print(f"{label:48s} {result['median_s'] * 1e6:10.1f} us {result['p90_s'] * 1e6:10.1f} us")
+    context.write_json(args.out, {"benchmark": "tensorflow", "results": results})
     hvd.shutdown()
 
 

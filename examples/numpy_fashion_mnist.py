@@ -8,6 +8,7 @@ one grouped allreduce per step, and at the end every rank must hold bitwise the
 same weights (the script exits non-zero otherwise).
 """
 
+import functools
 import os
 
 # One BLAS thread per rank: ranks already fill the cores, and oversubscribed BLAS
@@ -160,8 +161,15 @@ def all_ranks_identical(params):
 
 
 def log(*values):
-    if hvd.rank() == 0:
+    if is_root():
         print(*values, flush=True)
+
+
+@functools.lru_cache(maxsize=None)
+def is_root():
+    # Asked once: after the last collective, a rank that finished first may already
+    # have shut lockstep down on every rank, and hvd.rank() would then raise.
+    return hvd.rank() == 0
 
 
 def main():

@@ -18,6 +18,7 @@ for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_variable, "1")
 
 import argparse  # noqa: E402
+import functools  # noqa: E402
 import hashlib  # noqa: E402
 import math  # noqa: E402
 import sys  # noqa: E402
@@ -170,8 +171,15 @@ def all_ranks_identical(model):
 
 
 def log(*values):
-    if hvd.rank() == 0:
+    if is_root():
         print(*values, flush=True)
+
+
+@functools.lru_cache(maxsize=None)
+def is_root():
+    # Asked once: after the last collective, a rank that finished first may already
+    # have shut lockstep down on every rank, and hvd.rank() would then raise.
+    return hvd.rank() == 0
 
 
 def main():

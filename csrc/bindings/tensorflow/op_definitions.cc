@@ -32,6 +32,11 @@ using tensorflow::shape_inference::ShapeHandle;
   "list({uint8, int8, uint16, int16, int32, int64, half, bfloat16, float, double, bool}) " \
   ">= 1"
 
+// The attributes of a reduction. Scale factors are float attributes, as in Horovod:
+// a factor is rounded to float32 before the core applies it.
+#define LOCKSTEP_REDUCTION_ATTRS \
+  Attr("reduce_op: int").Attr("prescale_factor: float = 1.0").Attr("postscale_factor: float = 1.0")
+
 // Output i: the shape of input i with an unknown first dimension (known only once
 // every rank's rows are known).
 absl::Status UnknownRowsShape(InferenceContext* c, int input, int output) {
@@ -59,10 +64,7 @@ absl::Status UnknownRowsShapes(InferenceContext* c) {
 
 REGISTER_OP("LockstepAllreduce")
     .Attr("T: " LOCKSTEP_TF_TYPES)
-    .Attr("reduce_op: int")
-    .Attr("prescale_factor: float = 1.0")
-    .Attr("postscale_factor: float = 1.0")
-    .Attr("tensor_name: string = ''")
+    .LOCKSTEP_REDUCTION_ATTRS.Attr("tensor_name: string = ''")
     .Input("tensor: T")
     .Output("reduced: T")
     .SetIsStateful()
@@ -70,10 +72,7 @@ REGISTER_OP("LockstepAllreduce")
 
 REGISTER_OP("LockstepGroupedAllreduce")
     .Attr("T: " LOCKSTEP_TF_TYPE_LIST)
-    .Attr("reduce_op: int")
-    .Attr("prescale_factor: float = 1.0")
-    .Attr("postscale_factor: float = 1.0")
-    .Attr("tensor_name: string = ''")
+    .LOCKSTEP_REDUCTION_ATTRS.Attr("tensor_name: string = ''")
     .Input("tensors: T")
     .Output("reduced: T")
     .SetIsStateful()
@@ -121,10 +120,7 @@ REGISTER_OP("LockstepAlltoall")
 
 REGISTER_OP("LockstepReducescatter")
     .Attr("T: " LOCKSTEP_TF_TYPES)
-    .Attr("reduce_op: int")
-    .Attr("prescale_factor: float = 1.0")
-    .Attr("postscale_factor: float = 1.0")
-    .Attr("tensor_name: string = ''")
+    .LOCKSTEP_REDUCTION_ATTRS.Attr("tensor_name: string = ''")
     .Input("tensor: T")
     .Output("scattered: T")
     .SetIsStateful()
@@ -132,10 +128,7 @@ REGISTER_OP("LockstepReducescatter")
 
 REGISTER_OP("LockstepGroupedReducescatter")
     .Attr("T: " LOCKSTEP_TF_TYPE_LIST)
-    .Attr("reduce_op: int")
-    .Attr("prescale_factor: float = 1.0")
-    .Attr("postscale_factor: float = 1.0")
-    .Attr("tensor_name: string = ''")
+    .LOCKSTEP_REDUCTION_ATTRS.Attr("tensor_name: string = ''")
     .Input("tensors: T")
     .Output("scattered: T")
     .SetIsStateful()

@@ -95,7 +95,6 @@ def check_unsupported_dtypes(rank, size):
         "complex64": np.ones(3, np.complex64),
         "object": np.array([1, "a", None], dtype=object),
         "<U": np.array(["ab", "c"]),
-        "uint16": np.ones(3, np.uint16),
         "uint32": np.ones(3, np.uint32),
         "uint64": np.ones(3, np.uint64),
         ">i4": np.ones(3, dtype=">i4"),

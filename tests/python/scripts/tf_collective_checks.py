@@ -90,16 +90,26 @@ def data_movement_cases(dtype, rank, size):
 
 
 def alltoall_case(dtype, rank, size):
-    def splits_of(sender):
-        return [(sender + dest) % 3 for dest in range(size)]
+    return splits_alltoall_case(f"alltoall splits {dtype.name}", dtype, rank, size,
+                                lambda sender: [(sender + dest) % 3 for dest in range(size)])
 
+
+def alltoall_sparse_case(dtype, rank, size):
+    """Rank 0 sends nothing (an empty tensor) and the last rank receives nothing."""
+    return splits_alltoall_case(f"alltoall empty sends/receives {dtype.name}", dtype, rank, size,
+                                lambda sender: [0 if sender == 0 or dest == size - 1 else dest + 1
+                                                for dest in range(size)])
+
+
+def splits_alltoall_case(what, dtype, rank, size, splits_of):
+    """alltoall where rank s sends splits_of(s)[d] rows to rank d."""
     sent = [encoded_rows(dtype, s, sum(splits_of(s))) for s in range(size)]
     received = []
     for sender in range(size):
         start = sum(splits_of(sender)[:rank])
         received.append(sent[sender][start:start + splits_of(sender)[rank]])
     expected_splits = np.array([splits_of(s)[rank] for s in range(size)], np.int32)
-    return Case(f"alltoall splits {dtype.name}", lambda xs: list(hvd.alltoall(xs[0], splits=xs[1])),
+    return Case(what, lambda xs: list(hvd.alltoall(xs[0], splits=xs[1])),
                 [sent[rank], np.array(splits_of(rank), np.int32)], [np.concatenate(received), expected_splits])
 
 
@@ -112,22 +122,6 @@ def reducescatter_case(dtype, op_name, rank, size):
     op = OPS[op_name]
     return Case(f"reducescatter {dtype.name} {op_name}", lambda xs: [hvd.reducescatter(xs[0], op=op)],
                 [inputs[rank]], [reduced[start:start + counts[rank]]])
-
-
-def alltoall_sparse_case(dtype, rank, size):
-    """Rank 0 sends nothing (an empty tensor) and the last rank receives nothing."""
-
-    def splits_of(sender):
-        return [0 if sender == 0 or dest == size - 1 else dest + 1 for dest in range(size)]
-
-    sent = [encoded_rows(dtype, s, sum(splits_of(s))) for s in range(size)]
-    received = []
-    for sender in range(size):
-        start = sum(splits_of(sender)[:rank])
-        received.append(sent[sender][start:start + splits_of(sender)[rank]])
-    expected_splits = np.array([splits_of(s)[rank] for s in range(size)], np.int32)
-    return Case(f"alltoall empty sends/receives {dtype.name}", lambda xs: list(hvd.alltoall(xs[0], splits=xs[1])),
-                [sent[rank], np.array(splits_of(rank), np.int32)], [np.concatenate(received), expected_splits])
 
 
 def grouped_data_cases(rank, size):
