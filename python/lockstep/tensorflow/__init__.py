@@ -38,6 +38,7 @@ from lockstep.tensorflow.mpi_ops import (
     reducescatter,
     size_op,
 )
+from lockstep.tensorflow.optimizer import DistributedOptimizer
 from lockstep.tensorflow.session_hooks import BroadcastGlobalVariablesHook
 from lockstep.tensorflow.variables import broadcast_global_variables, broadcast_variables
 

@@ -229,6 +229,32 @@ def check_sync_batch_norm(rank, size):
                                err_msg="SyncBatchNormalization input gradients")
 
 
+def check_tf1_distributed_optimizer(rank, size):
+    """Horovod's TF1 pattern: a wrapped tf.compat.v1 optimizer's minimize() uses the
+    gradient averaged over ranks, so one step equals a step on the global batch."""
+    features = np.arange(2 * size, dtype=np.float32).reshape(size, 2) + 1.0
+
+    def one_step(rows, wrap):
+        with tf.Graph().as_default():
+            weights = tf.compat.v1.get_variable("w", initializer=np.array([0.5, -0.25], np.float32))
+            loss = tf.reduce_mean(tf.square(tf.reduce_sum(tf.constant(rows) * weights, axis=1) - 1.0))
+            optimizer = tf.compat.v1.train.GradientDescentOptimizer(0.1)
+            train = (hvd.DistributedOptimizer(optimizer) if wrap else optimizer).minimize(loss)
+            with tf.compat.v1.Session() as session:
+                session.run(tf.compat.v1.global_variables_initializer())
+                session.run(train)
+                return session.run(weights)
+
+    distributed = one_step(features[rank:rank + 1], wrap=True)
+    reference = one_step(features, wrap=False)
+    np.testing.assert_allclose(distributed, reference, rtol=1e-6, err_msg="TF1 DistributedOptimizer step")
+    import keras  # noqa: PLC0415
+
+    wrapped = hvd.DistributedOptimizer(keras.optimizers.SGD(0.1))
+    assert isinstance(wrapped, keras.optimizers.SGD), "Keras optimizers get lockstep.keras's wrapper"
+    expect_error(TypeError, ["optimizer"], hvd.DistributedOptimizer, object())
+
+
 def check_build_info():
     assert hvd.mpi_built() and hvd.mpi_enabled(), "MPI is lockstep's controller"
     assert not (hvd.gloo_built() or hvd.gloo_enabled() or hvd.ccl_built() or hvd.ddl_built() or hvd.rocm_built())
@@ -246,4 +272,5 @@ def check_native_ops(rank, size):
     check_saved_model(rank, size)
     check_partial_tape(rank, size)
     check_sync_batch_norm(rank, size)
+    check_tf1_distributed_optimizer(rank, size)
     check_build_info()

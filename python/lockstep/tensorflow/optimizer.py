@@ -1,0 +1,71 @@
+"""hvd.DistributedOptimizer for TensorFlow: gradients averaged over ranks before
+every update.
+
+A tf.compat.v1.train.Optimizer (TF1 graphs, MonitoredTrainingSession) is wrapped
+so that compute_gradients returns reduced gradients, as in Horovod; a Keras
+optimizer gets lockstep.keras.DistributedOptimizer.
+"""
+
+import tensorflow as tf
+
+from lockstep.common.ops import Average
+from lockstep.tensorflow.compression import Compression
+from lockstep.tensorflow.gradient_reduction import GradientReducer
+
+
+class _DistributedOptimizer(tf.compat.v1.train.Optimizer):
+    def __init__(self, optimizer, name, use_locking, reducer):
+        self._optimizer = optimizer
+        self._reducer = reducer
+        super().__init__(name=name or f"Distributed{type(optimizer).__name__}", use_locking=use_locking)
+
+    def compute_gradients(self, *args, **kwargs):
+        """The wrapped optimizer's (gradient, variable) pairs, gradients reduced in one
+        grouped allreduce."""
+        pairs = self._optimizer.compute_gradients(*args, **kwargs)
+        if not pairs:
+            return pairs
+        gradients, variables = zip(*pairs)
+        return list(zip(self._reducer.reduce(list(gradients)), variables))
+
+    def apply_gradients(self, *args, **kwargs):
+        return self._optimizer.apply_gradients(*args, **kwargs)
+
+    def get_slot(self, *args, **kwargs):
+        return self._optimizer.get_slot(*args, **kwargs)
+
+    def get_slot_names(self, *args, **kwargs):
+        return self._optimizer.get_slot_names(*args, **kwargs)
+
+    def variables(self, *args, **kwargs):
+        return self._optimizer.variables(*args, **kwargs)
+
+
+def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="", device_sparse="",
+                         compression=Compression.none, sparse_as_dense=False, backward_passes_per_step=1,
+                         op=Average, gradient_predivide_factor=1.0, average_aggregated_gradients=False,
+                         num_groups=0, groups=None, process_set=None):
+    """Wrap `optimizer` so its updates use gradients reduced over all ranks.
+
+    tf.compat.v1.train.Optimizer: minimize()/compute_gradients() reduce the
+    gradients (tf.IndexedSlices gathered, or densified with sparse_as_dense).
+    Keras optimizers: lockstep.keras.DistributedOptimizer with the same settings.
+    device_*, num_groups and groups are accepted for ported scripts (lockstep
+    reduces on the host, in one group).
+    """
+    if backward_passes_per_step != 1:
+        raise NotImplementedError("backward_passes_per_step > 1 is not supported by lockstep.tensorflow yet; "
+                                  "accumulate gradients yourself or use lockstep.torch")
+    if isinstance(optimizer, tf.compat.v1.train.Optimizer):
+        reducer = GradientReducer(compression, sparse_as_dense, op, gradient_predivide_factor)
+        return _DistributedOptimizer(optimizer, name, use_locking, reducer)
+    import keras  # noqa: PLC0415 (plain TF1 scripts need not load Keras)
+
+    if isinstance(optimizer, keras.optimizers.Optimizer):
+        from lockstep.keras.optimizer import DistributedOptimizer as KerasDistributedOptimizer  # noqa: PLC0415
+
+        return KerasDistributedOptimizer(optimizer, name=name, compression=compression,
+                                         sparse_as_dense=sparse_as_dense, op=op,
+                                         gradient_predivide_factor=gradient_predivide_factor)
+    raise TypeError("optimizer must be a tf.compat.v1.train.Optimizer or a Keras optimizer, got "
+                    f"{type(optimizer).__name__}")
