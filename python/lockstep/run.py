@@ -277,9 +277,16 @@ def framework_status(name):
 
 def frontend_available(framework):
     try:
-        return importlib.util.find_spec(f"lockstep.{framework}") is not None
+        spec = importlib.util.find_spec(f"lockstep.{framework}")
     except Exception:  # the lockstep package itself may fail to import
         return False
+    if spec is None:
+        return False
+    if framework == "tensorflow":
+        # Its ops live in a library the build makes only where TensorFlow is importable.
+        package_dir = os.path.dirname(os.path.dirname(spec.origin))
+        return os.path.exists(os.path.join(package_dir, "_tensorflow_ops.so"))
+    return True
 
 
 def build_report():
