@@ -21,8 +21,6 @@ std::vector<int64_t> WithFirstDim(std::vector<int64_t> shape, int64_t first) {
   return shape;
 }
 
-bool IsIntegral(DataType dtype) { return !IsFloatingPoint(dtype) && dtype != DataType::kBool; }
-
 std::string CollectiveName(const Response& r, const Backend& backend) {
   static const char* const kKinds[] = {"ALLREDUCE", "ALLGATHER", "BCAST", "ALLTOALL",
                                        "REDUCESCATTER"};
@@ -87,14 +85,11 @@ std::vector<OpResult> OpRunner::Run(const Response& r, const std::vector<TensorE
 }
 
 void OpRunner::FinishReduction(void* buffer, int64_t count, const Response& r) {
+  // Average is a Sum whose postscale is divided by the world size, for every dtype:
+  // Horovod's arithmetic, so that results match it bit for bit (integers too, which
+  // therefore truncate once, after the combined factor).
   double postscale = r.postscale;
-  if (r.reduce_op == ReduceOp::kAverage) {
-    if (IsIntegral(r.dtype)) {
-      DivideIntegersInPlace(buffer, count, r.dtype, topology_.size);
-    } else {
-      postscale /= topology_.size;
-    }
-  }
+  if (r.reduce_op == ReduceOp::kAverage) postscale /= topology_.size;
   ScaleInPlace(buffer, count, r.dtype, postscale);
 }
 

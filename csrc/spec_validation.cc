@@ -6,7 +6,8 @@ namespace lockstep {
 namespace {
 
 [[noreturn]] void Fail(const OpSpec& spec, const std::string& problem) {
-  throw Error(std::string(OpTypeName(spec.op)) + " of tensor '" + spec.name + "': " + problem);
+  throw Error(std::string(OpTypeName(spec.op)) + " of tensor '" + spec.name + "': " + problem,
+              Status::Code::kInvalidArgument);
 }
 
 int64_t Elements(const OpSpec& spec) {
