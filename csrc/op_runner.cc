@@ -1,5 +1,6 @@
 #include "op_runner.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -62,7 +63,7 @@ std::vector<OpResult> OpRunner::Run(const Response& r, const std::vector<TensorE
   }
   switch (r.type) {
     case ResponseType::kAllreduce:
-      return RunAllreduce(r, entries);
+      return r.reduce_op == ReduceOp::kAdasum ? RunAdasum(r, entries) : RunAllreduce(r, entries);
     case ResponseType::kAllgather:
       return {RunAllgather(r, *entries.at(0))};
     case ResponseType::kBroadcast:
@@ -124,6 +125,43 @@ std::vector<OpResult> OpRunner::RunAllreduce(const Response& r,
   std::vector<OpResult> results(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
     if (entries[i] != nullptr) results[i].shape = entries[i]->spec.shape;
+  }
+  return results;
+}
+
+// Adasum needs each tensor whole (its coefficients come from whole-tensor dot
+// products), so the response is staged in one piece rather than in chunks.
+std::vector<OpResult> OpRunner::RunAdasum(const Response& r,
+                                          const std::vector<TensorEntry*>& entries) {
+  Backend& backend = BackendFor(r);
+  const int64_t element = DataTypeSize(r.dtype);
+  int64_t total = 0;
+  for (int64_t n : r.sizes) total += n;
+  char* staging = static_cast<char*>(fusion_buffer_.Get(std::max<int64_t>(total, 1) * element));
+  Phase(r.names, "MEMCPY_IN_FUSION_BUFFER");
+  int64_t offset = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const int64_t bytes = r.sizes[i] * element;
+    if (entries[i] != nullptr && bytes > 0)
+      std::memcpy(staging + offset, entries[i]->spec.input, bytes);
+    if (entries[i] == nullptr) std::memset(staging + offset, 0, bytes);
+    offset += bytes;
+  }
+  EndPhase(r.names);
+  ScaleInPlace(staging, total, r.dtype, r.prescale);
+  Phase(r.names, (std::string(backend.name()) + "_ADASUM_ALLREDUCE").c_str());
+  backend.Adasum(staging, r.sizes, r.dtype);
+  EndPhase(r.names);
+  FinishReduction(staging, total, r);
+  std::vector<OpResult> results(entries.size());
+  offset = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const int64_t bytes = r.sizes[i] * element;
+    if (entries[i] != nullptr) {
+      if (bytes > 0) std::memcpy(entries[i]->spec.output, staging + offset, bytes);
+      results[i].shape = entries[i]->spec.shape;
+    }
+    offset += bytes;
   }
   return results;
 }

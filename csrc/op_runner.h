@@ -26,6 +26,7 @@ class OpRunner {
  private:
   Backend& BackendFor(const Response& response);
   std::vector<OpResult> RunAllreduce(const Response& r, const std::vector<TensorEntry*>& entries);
+  std::vector<OpResult> RunAdasum(const Response& r, const std::vector<TensorEntry*>& entries);
   OpResult RunAllgather(const Response& r, TensorEntry& entry);
   OpResult RunBroadcast(const Response& r, TensorEntry& entry);
   OpResult RunAlltoall(const Response& r, TensorEntry& entry);

@@ -15,9 +15,8 @@ from typing import Any, Callable, List
 
 import torch
 
-from lockstep.common import basics
-from lockstep.common.ops import Average
 from lockstep.torch import mpi_ops
+from lockstep.torch.sparse import sparse_allreduce_async
 
 
 @dataclass(frozen=True)
@@ -139,20 +138,14 @@ class GradientReducer:
         return f"allreduce.group.{index}.{hashlib.sha1(members.encode()).hexdigest()[:12]}"
 
     def _submit_sparse(self, param, grad, name):
-        """Sparse gradients are summed by gathering every rank's entries."""
-        grad = grad.coalesce()
-        indices = mpi_ops.allgather_async(grad.indices().t().contiguous(), name=f"{name}.indices")
-        values = mpi_ops.allgather_async(grad.values(), name=f"{name}.values")
+        """Sparse gradients are reduced as Horovod reduces them, by gathering every
+        rank's entries (sparse_allreduce_async); a predivide factor cancels out."""
+        handle = sparse_allreduce_async(grad.coalesce(), name=name, op=self._settings.op)
         scale = self._settings.prescale_factor * self._settings.postscale_factor
-        if self._settings.op == Average:
-            scale /= basics.size()
 
         def complete():
-            gathered_values = mpi_ops.synchronize(values)
-            gathered_indices = mpi_ops.synchronize(indices)
-            param.grad = torch.sparse_coo_tensor(
-                gathered_indices.t(), gathered_values * scale, grad.shape
-            ).coalesce()
+            reduced = handle()
+            param.grad = (reduced * scale if scale != 1.0 else reduced).coalesce()
 
         return complete
 

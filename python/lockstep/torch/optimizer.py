@@ -11,7 +11,8 @@ from contextlib import contextmanager
 import torch
 
 from lockstep.common import basics, validation
-from lockstep.common.ops import Average, Sum, predivided_scaling, to_core_reduce_op
+from lockstep.common.ops import Adasum, Average, Sum, check_adasum_world, predivided_scaling, to_core_reduce_op
+from lockstep.torch.adasum_optimizer import adasum_optimizer
 from lockstep.torch.compression import Compression
 from lockstep.torch.gradient_reducer import GradientReducer, ReductionSettings
 from lockstep.torch.parameter_names import resolve_groups, resolve_named_parameters
@@ -101,6 +102,10 @@ def DistributedOptimizer(  # noqa: N802 - Horovod's name for this factory
         raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
     if isinstance(optimizer, _DistributedOptimizerMixin):
         raise ValueError("optimizer is already a DistributedOptimizer; wrap the plain optimizer only once")
+    if _is_adasum(op):
+        if basics.size() > 1:
+            return _adasum_optimizer(optimizer, named_parameters, compression, gradient_predivide_factor)
+        op = Sum  # one rank has nothing to combine with (no hooks are registered)
     settings = _reduction_settings(compression, op, gradient_predivide_factor, sparse_as_dense)
     passes = validation.as_int(backward_passes_per_step, "backward_passes_per_step")
     if passes < 1:
@@ -116,6 +121,21 @@ def DistributedOptimizer(  # noqa: N802 - Horovod's name for this factory
     if basics.size() > 1:
         reducer.register_hooks()
     return distributed
+
+
+def _is_adasum(op):
+    return not isinstance(op, bool) and isinstance(op, int) and op == Adasum
+
+
+def _adasum_optimizer(optimizer, named_parameters, compression, gradient_predivide_factor):
+    """Horovod's Adasum optimizer: the ranks' updates, not gradients, are combined."""
+    if gradient_predivide_factor != 1.0:
+        raise ValueError("gradient_predivide_factor applies to op=Average only, not Adasum")
+    if not (hasattr(compression, "compress") and hasattr(compression, "decompress")):
+        raise TypeError(f"compression must be a compressor such as Compression.fp16, got {compression!r}")
+    named = resolve_named_parameters(optimizer.param_groups, named_parameters)
+    check_adasum_world(basics.size())
+    return adasum_optimizer(optimizer, named, compression)
 
 
 def _reduction_settings(compression, op, gradient_predivide_factor, sparse_as_dense):
