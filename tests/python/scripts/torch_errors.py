@@ -82,7 +82,7 @@ def check_unsupported_tensors(rank, size):
     expect_error(ValueError, ["meta", "gpu", "cpu"], hvd.allreduce, torch.ones(2, device="meta"))
     expect_error(ValueError, ["meta", "gpu"], hvd.allgather_async, torch.ones(2, device="meta"))
     expect_error(ValueError, ["layout", "sparse"], hvd.allreduce, torch.ones(2, 2).to_sparse())
-    expect_error(ValueError, ["gpu"], hvd.join, device=0)
+    expect_error(TypeError, ["device"], hvd.join, device="cuda")  # an ordinal, as Horovod takes
     check_still_working(rank, size, "unsupported tensors")
 
 
