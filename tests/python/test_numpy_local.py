@@ -178,3 +178,24 @@ def test_package_metadata():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert isinstance(lockstep.mpi_built(), bool)
+
+
+def test_error_types_are_horovods():
+    """Code catching Horovod's types catches lockstep's: every core error is a
+    RuntimeError (HorovodInternalError); invalid arguments are also ValueErrors."""
+    assert issubclass(hvd.LockstepError, RuntimeError) and hvd.HorovodInternalError is hvd.LockstepError
+    for cls in (hvd.InvalidArgumentError, hvd.UnsupportedOperationError):
+        assert issubclass(cls, ValueError) and issubclass(cls, hvd.LockstepError), cls.__mro__
+    for cls in (hvd.PreconditionError, hvd.AbortedError):
+        assert issubclass(cls, hvd.LockstepError) and not issubclass(cls, ValueError), cls.__mro__
+    # tf.function re-raises only errors whose __init__ is Exception's with their own type.
+    for cls in (hvd.LockstepError, hvd.InvalidArgumentError, hvd.PreconditionError, hvd.AbortedError,
+                hvd.UnsupportedOperationError):
+        assert cls.__init__ is Exception.__init__, cls
+        assert str(cls("message")) == "message"
+
+
+def test_scalars_are_refused_with_horovods_types():
+    for horovod_type in (ValueError, RuntimeError):
+        with pytest.raises(horovod_type, match="at least one dimension"):
+            validation.check_has_first_dim((), "reducescatter")

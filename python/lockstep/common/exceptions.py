@@ -39,3 +39,17 @@ class UnsupportedOperationError(LockstepError, ValueError):
     Horovod reports some of these from its core (a RuntimeError) and some from
     Python (a ValueError); this is both, so either `except` clause catches it.
     """
+
+
+def _keep_type_inside_tf_function(cls):
+    """TensorFlow's autograph re-raises an error from a traced function with its own
+    type only if that type's __init__ is Exception's (or it is a builtin error);
+    anything else becomes a StagingError that `except ValueError` misses. These
+    classes initialize exactly as Exception does, so say so."""
+    cls.__init__ = Exception.__init__
+    return cls
+
+
+for _cls in (LockstepError, InvalidArgumentError, PreconditionError, AbortedError, UnsupportedOperationError):
+    _keep_type_inside_tf_function(_cls)
+
