@@ -17,3 +17,10 @@ CHECKS = [
 def test_horovod_parity(check, num_ranks):
     run = run_ranks("torch_parity.py", num_ranks, timeout=180, args=[check])
     run.assert_all_ranks_passed(num_ranks)
+
+
+def test_adasum_at_four_ranks(built_extension):
+    """Four ranks run two levels of Adasum's halving, each with its own group for the
+    dot products (two ranks run one, three refuse as Horovod does)."""
+    run = run_ranks("torch_parity.py", 4, timeout=180, args=["adasum_levels", "adasum_allreduce", "adasum_optimizer"])
+    run.assert_all_ranks_passed(4)

@@ -198,33 +198,74 @@ def check_adasum_allreduce(rank, size):
         expect_error(NotImplementedError, ["adasum", "power-of-2"], hvd.allreduce, torch.ones(3), op=hvd.Adasum)
         expect_error(NotImplementedError, ["adasum"], hvd.grouped_allreduce, [torch.ones(3)], op=hvd.Adasum)
         return
-    # Small integers keep every dot product exact, so the reference is exact too.
+
+    def check(result, expected, what):
+        # Exact at 2 ranks, where small integers keep every dot product exact; beyond,
+        # later levels combine non-integers, whose sums depend on the order.
+        if size == 2:
+            assert_tensor_equal(result, expected, what)
+        else:
+            assert np.allclose(to_numpy(result).astype(np.float64), expected.astype(np.float64), rtol=1e-6), what
+
     for dtype in (torch.float32, torch.float64):
         for shape in [(7,), (4, 3), (1,), (0,)]:
             count = int(np.prod(shape))
             mine = (torch.arange(count, dtype=torch.float64) % 5 - 2 + rank * (torch.arange(count) % 3)).reshape(shape)
             everyone = [(torch.arange(count, dtype=torch.float64) % 5 - 2 + r * (torch.arange(count) % 3)).reshape(-1)
                         for r in range(size)]
-            expected = adasum_reference(everyone).astype(NUMPY_DTYPES[dtype]).reshape(shape)
-            result = hvd.allreduce(mine.to(dtype), op=hvd.Adasum, name=f"adasum.{dtype}.{shape}")
-            assert_tensor_equal(result, expected, f"Adasum {dtype} {shape}")
-    # Orthogonal gradients add, identical ones stay (the defining properties).
-    basis = torch.zeros(4)
+            expected = adasum_tree_reference(everyone, NUMPY_DTYPES[dtype]).reshape(shape)
+            check(hvd.allreduce(mine.to(dtype), op=hvd.Adasum, name=f"adasum.{dtype}.{shape}"), expected,
+                  f"Adasum {dtype} {shape}")
+    # Orthogonal gradients add, identical ones stay (the defining properties), exactly.
+    basis = torch.zeros(size)
     basis[rank] = 1.0 + rank
-    assert_tensor_equal(hvd.allreduce(basis, op=hvd.Adasum), torch.tensor([1.0, 2.0, 0.0, 0.0]), "orthogonal")
+    assert_tensor_equal(hvd.allreduce(basis, op=hvd.Adasum), torch.arange(1.0, size + 1), "orthogonal")
     same = torch.tensor([3.0, -1.0, 0.5])
     assert_tensor_equal(hvd.allreduce(same, op=hvd.Adasum), same, "identical")
     # A group: each tensor gets its own coefficients; scale factors apply around it.
     group = [same * (rank + 1), basis]
     reduced = hvd.grouped_allreduce(group, op=hvd.Adasum, prescale_factor=2.0, postscale_factor=0.5)
-    first = adasum_reference([2.0 * same.double() * (r + 1) for r in range(size)]) * 0.5
-    assert_tensor_equal(reduced[0], first.astype(np.float32), "grouped Adasum tensor 0")
-    assert_tensor_equal(reduced[1], torch.tensor([1.0, 2.0, 0.0, 0.0]), "grouped Adasum tensor 1")
+    first = adasum_tree_reference([2.0 * same.double() * (r + 1) for r in range(size)], np.float32) * np.float32(0.5)
+    check(reduced[0], first, "grouped Adasum tensor 0")
+    assert_tensor_equal(reduced[1], torch.arange(1.0, size + 1), "grouped Adasum tensor 1")
     half = hvd.allreduce(torch.tensor([1.0, 2.0], dtype=torch.float16) * (rank + 1), op=hvd.Adasum)
-    expected = adasum_reference([np.array([1.0, 2.0]) * (r + 1) for r in range(size)]).astype(np.float16)
-    assert_tensor_equal(half, expected, "Adasum float16")
+    check(half, adasum_tree_reference([np.array([1.0, 2.0]) * (r + 1) for r in range(size)], np.float16),
+          "Adasum float16")
     expect_error(ValueError, ["adasum", "floating-point"], hvd.allreduce, torch.ones(2, dtype=torch.int32),
                  op=hvd.Adasum)
+
+
+def adasum_tree_reference(vectors, dtype):
+    """Adasum over a power-of-2 number of ranks: pairs at distance 1 combine, then
+    the results at distance 2, and so on, rounding to `dtype` after each level as the
+    exchanged slices do."""
+    level = [np.asarray(v, np.float64) for v in vectors]
+    while len(level) > 1:
+        level = [adasum_reference(level[i:i + 2]).astype(dtype).astype(np.float64) for i in range(0, len(level), 2)]
+    return level[0].astype(dtype)
+
+
+def check_adasum_levels(rank, size):
+    """At 4+ ranks every level of the halving runs, with its own group for the dot
+    products. Level-1 partners hold orthogonal vectors here, so every intermediate is
+    exact and the comparison can be exact; random data is compared closely."""
+    assert size >= 4 and not size & (size - 1), "run this check on 4, 8, ... ranks"
+    count = 13
+    index = torch.arange(count)
+    mine = torch.where(index % 2 == rank % 2, (index % 7 - 3 + rank).double(), torch.zeros(count, dtype=torch.float64))
+    everyone = [np.where(np.arange(count) % 2 == r % 2, np.arange(count) % 7 - 3 + r, 0).astype(np.float64)
+                for r in range(size)]
+    for dtype in (torch.float32, torch.float64):
+        expected = adasum_tree_reference(everyone, NUMPY_DTYPES[dtype])
+        assert_tensor_equal(hvd.allreduce(mine.to(dtype), op=hvd.Adasum), expected, f"Adasum levels {dtype}")
+    generator = torch.Generator().manual_seed(rank)
+    noisy = [torch.randn(1000, generator=generator, dtype=torch.float64), torch.randn(3, 7, generator=generator,
+                                                                                      dtype=torch.float64)]
+    reduced = hvd.grouped_allreduce(noisy, op=hvd.Adasum)
+    for index, result in enumerate(reduced):
+        everyone = [to_numpy(t).reshape(-1) for t in hvd.allgather(noisy[index].reshape(1, -1))]
+        expected = adasum_tree_reference(everyone, np.float64).reshape(result.shape)
+        assert np.allclose(to_numpy(result), expected, rtol=1e-12, atol=1e-12), f"Adasum levels, tensor {index}"
 
 
 def check_alltoall_splits_forms(rank, size):
@@ -268,6 +309,7 @@ CHECKS = {
     "grouped_reducescatter": check_grouped_reducescatter,
     "sparse_allreduce": check_sparse_allreduce,
     "adasum_allreduce": check_adasum_allreduce,
+    "adasum_levels": check_adasum_levels,
     "alltoall_splits": check_alltoall_splits_forms,
     "join": check_join_device_and_broadcast_while_joined,
 }

@@ -7,12 +7,14 @@ import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
 
 import copy
 
+import numpy as np
 import torch
 from torch import nn
 
 import lockstep.torch as hvd
 from rank_checks import expect_error
 from torch_checks import assert_close, assert_identical_across_ranks, assert_tensor_equal
+from torch_parity_collectives import adasum_tree_reference
 
 VOCAB, DIM = 12, 4
 
@@ -86,7 +88,6 @@ def check_adasum_optimizer(rank, size):
     model(inputs).pow(2).sum().backward()
     optimizer.step()
     # Reference: every rank's SGD update (-lr * gradient), combined by Adasum.
-    from torch_parity_collectives import adasum_reference
     updates = []
     for r in range(size):
         twin = nn.Linear(3, 2)
@@ -96,8 +97,9 @@ def check_adasum_optimizer(rank, size):
         twin(torch.tensor([[1.0, 2.0, -1.0]]) * (r + 1)).pow(2).sum().backward()
         updates.append([(p - 0.5 * p.grad).detach() - s for p, s in zip(twin.parameters(), start)])
     for index, (param, s) in enumerate(zip(model.parameters(), start)):
-        combined = adasum_reference([u[index].double().reshape(-1) for u in updates]).reshape(param.shape)
-        assert_close(param.detach(), s + torch.from_numpy(combined).float(), f"Adasum optimizer param {index}",
+        combined = adasum_tree_reference([u[index].double().reshape(-1) for u in updates], np.float32)
+        combined = combined.reshape(param.shape)
+        assert_close(param.detach(), s + torch.from_numpy(combined), f"Adasum optimizer param {index}",
                      atol=1e-6, rtol=1e-6)
     assert_identical_across_ranks(hvd, list(model.parameters()), "Adasum optimizer")
     expect_error(ValueError, ["gradient_predivide_factor"], hvd.DistributedOptimizer,
