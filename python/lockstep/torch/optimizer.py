@@ -102,14 +102,15 @@ def DistributedOptimizer(  # noqa: N802 - Horovod's name for this factory
         raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
     if isinstance(optimizer, _DistributedOptimizerMixin):
         raise ValueError("optimizer is already a DistributedOptimizer; wrap the plain optimizer only once")
-    if _is_adasum(op):
-        if basics.size() > 1:
-            return _adasum_optimizer(optimizer, named_parameters, compression, gradient_predivide_factor)
-        op = Sum  # one rank has nothing to combine with (no hooks are registered)
-    settings = _reduction_settings(compression, op, gradient_predivide_factor, sparse_as_dense)
     passes = validation.as_int(backward_passes_per_step, "backward_passes_per_step")
     if passes < 1:
         raise ValueError(f"backward_passes_per_step must be at least 1, got {passes}")
+    if _is_adasum(op):
+        if basics.size() > 1:
+            # Gradients accumulate locally until step(), which combines the updates.
+            return _adasum_optimizer(optimizer, named_parameters, compression, gradient_predivide_factor)
+        op = Sum  # one rank has nothing to combine with (no hooks are registered)
+    settings = _reduction_settings(compression, op, gradient_predivide_factor, sparse_as_dense)
     named = resolve_named_parameters(optimizer.param_groups, named_parameters)
     trainable = [(name, param) for name, param in named if param.requires_grad]
     reducer = GradientReducer(trainable, settings, passes, resolve_groups(groups, trainable))
