@@ -9,7 +9,7 @@ from mpi_harness import run_ranks
 CHECKS = [
     "error_types", "scaling", "grouped_allgather", "grouped_reducescatter", "sparse_allreduce",
     "adasum_allreduce", "alltoall_splits", "join", "sparse_embeddings", "adasum_optimizer",
-    "broadcast_optimizer_state", "unnamed_parameters",
+    "broadcast_optimizer_state", "unnamed_parameters", "optimizer_protocol",
 ]
 
 

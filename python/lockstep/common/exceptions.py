@@ -41,6 +41,12 @@ class UnsupportedOperationError(LockstepError, ValueError):
     """
 
 
+class OptimizerUsageError(RuntimeError, AssertionError):
+    """A DistributedOptimizer used out of order (zero_grad() while gradients are being
+    reduced, too many backward passes before step()). Horovod raises AssertionError
+    there; this is also a RuntimeError, what lockstep raised before."""
+
+
 def _keep_type_inside_tf_function(cls):
     """TensorFlow's autograph re-raises an error from a traced function with its own
     type only if that type's __init__ is Exception's (or it is a builtin error);

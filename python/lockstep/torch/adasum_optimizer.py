@@ -10,8 +10,9 @@ combines updates (what the optimizer would apply) rather than raw gradients.
 
 import torch
 
-from lockstep.torch import mpi_ops
+from lockstep.common.exceptions import OptimizerUsageError
 from lockstep.common.ops import Adasum
+from lockstep.torch import mpi_ops
 
 
 class _AdasumOptimizerMixin:
@@ -39,8 +40,8 @@ class _AdasumOptimizerMixin:
         """Nothing to wait for: the Adasum optimizer combines updates inside step()."""
 
     def skip_synchronize(self):
-        raise RuntimeError("skip_synchronize() does not apply to the Adasum optimizer, which combines the "
-                           "ranks' updates inside step() rather than their gradients before it")
+        raise OptimizerUsageError("skip_synchronize() does not apply to the Adasum optimizer, which combines "
+                                  "the ranks' updates inside step() rather than their gradients before it")
 
 
 def adasum_optimizer(optimizer, named, compression):

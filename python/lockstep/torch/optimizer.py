@@ -11,6 +11,7 @@ from contextlib import contextmanager
 import torch
 
 from lockstep.common import basics, validation
+from lockstep.common.exceptions import OptimizerUsageError
 from lockstep.common.ops import Adasum, Average, Sum, check_adasum_world, predivided_scaling, to_core_reduce_op
 from lockstep.torch.adasum_optimizer import adasum_optimizer
 from lockstep.torch.compression import Compression
@@ -70,7 +71,7 @@ class _DistributedOptimizerMixin:
 
     def zero_grad(self, set_to_none=True):
         if self._lockstep_reducer.has_pending():
-            raise RuntimeError(
+            raise OptimizerUsageError(
                 "optimizer.zero_grad() was called after loss.backward() but before optimizer.step() or "
                 "optimizer.synchronize(): the gradients' allreduces are still using them"
             )
@@ -84,6 +85,7 @@ def DistributedOptimizer(  # noqa: N802 - Horovod's name for this factory
     backward_passes_per_step=1,
     op=Average,
     gradient_predivide_factor=1.0,
+    num_groups=0,
     groups=None,
     sparse_as_dense=False,
 ):
@@ -95,9 +97,13 @@ def DistributedOptimizer(  # noqa: N802 - Horovod's name for this factory
     gradient_predivide_factor: with op=Average, gradients are divided by this factor
     before the sum and by size/factor after it.
     groups: None, a number of groups to split the parameters into, or lists of
-    parameters; each group is reduced as one fused unit.
+    parameters; each group is reduced as one fused unit (num_groups: Horovod's
+    deprecated name for a number of groups).
     """
     basics.require_initialized()
+    if num_groups:
+        warnings.warn("num_groups is deprecated (as in Horovod); pass groups=", DeprecationWarning, stacklevel=2)
+        groups = num_groups if groups is None else groups
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
     if isinstance(optimizer, _DistributedOptimizerMixin):

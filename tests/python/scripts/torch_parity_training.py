@@ -6,6 +6,7 @@ names without named_parameters."""
 import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
 
 import copy
+import warnings
 
 import numpy as np
 import torch
@@ -37,10 +38,10 @@ def check_sparse_embeddings(rank, size):
         reference = copy.deepcopy(model)
 
         def optimizers(m):
-            embedding, rest = list(m[0].parameters()), list(m[2].parameters())
-            if sparse_as_dense:  # dense gradients: one dense Adam for everything
-                return [torch.optim.Adam(embedding + rest, lr=0.05)]
-            return [torch.optim.SparseAdam(embedding, lr=0.05), torch.optim.Adam(rest, lr=0.05)]
+            # As in Horovod's test, SparseAdam works either way: with sparse_as_dense the
+            # gradient is reduced densely and handed back sparse.
+            return [torch.optim.SparseAdam(list(m[0].parameters()), lr=0.05),
+                    torch.optim.Adam(list(m[2].parameters()), lr=0.05)]
 
         distributed = [hvd.DistributedOptimizer(opt, named_parameters=[(n, p) for n, p in model.named_parameters()
                                                                       if any(p is q for g in opt.param_groups
@@ -51,10 +52,10 @@ def check_sparse_embeddings(rank, size):
             for opt in distributed:
                 opt.zero_grad()
             model(tokens(rank, step)).sum().backward()
-            # The gradient hook densifies it at once with sparse_as_dense.
-            assert model[0].weight.grad.is_sparse != sparse_as_dense, "sparse gradient, unless sparse_as_dense"
+            assert model[0].weight.grad.is_sparse, "the embedding's gradient is sparse"
             for opt in distributed:
                 opt.step()
+            assert model[0].weight.grad.is_sparse, f"the reduced gradient is sparse again ({sparse_as_dense})"
             for opt in local:
                 opt.zero_grad()
             grads = []
@@ -64,7 +65,7 @@ def check_sparse_embeddings(rank, size):
                 grads.append([p.grad.to_dense() for p in reference.parameters()])
             for param, per_rank in zip(reference.parameters(), zip(*grads)):
                 mean = sum(per_rank) / size
-                param.grad = mean.to_sparse() if param is reference[0].weight and not sparse_as_dense else mean
+                param.grad = mean.to_sparse() if param is reference[0].weight else mean
             for opt in local:
                 opt.step()
         for (name, value), expected in zip(model.state_dict().items(), reference.state_dict().values()):
@@ -194,9 +195,35 @@ def check_names_without_named_parameters(rank, size):
     assert_identical_across_ranks(hvd, list(model.parameters()), "unnamed parameters")
 
 
+def check_optimizer_protocol(rank, size):
+    """Horovod's misuse errors are AssertionErrors (lockstep's are also RuntimeErrors),
+    and its deprecated num_groups argument still works, positionally too."""
+    torch.manual_seed(2)
+    model = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 1))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                             model.named_parameters(), hvd.Compression.none, 1, hvd.Average, 1.0, 2)
+    assert any(issubclass(w.category, DeprecationWarning) and "num_groups" in str(w.message) for w in caught), caught
+    assert len(optimizer._lockstep_reducer._groups) == 2, "num_groups=2 makes two groups"
+    model(torch.ones(1, 3) * (rank + 1)).sum().backward()
+    for catch in (AssertionError, RuntimeError):
+        expect_error(catch, ["zero_grad"], optimizer.zero_grad)
+    optimizer.step()
+    assert_identical_across_ranks(hvd, list(model.parameters()), "num_groups")
+    model(torch.ones(1, 3)).sum().backward()
+    for catch in (AssertionError, RuntimeError):
+        expect_error(catch, ["backward_passes_per_step"], lambda: model(torch.ones(1, 3)).sum().backward())
+    optimizer.synchronize()
+    if not size & (size - 1):
+        adasum = hvd.DistributedOptimizer(torch.optim.SGD(nn.Linear(2, 1).parameters(), lr=0.1), op=hvd.Adasum)
+        expect_error(AssertionError, ["skip_synchronize"], adasum.skip_synchronize)
+
+
 CHECKS = {
     "sparse_embeddings": check_sparse_embeddings,
     "adasum_optimizer": check_adasum_optimizer,
     "broadcast_optimizer_state": check_broadcast_optimizer_state_all,
     "unnamed_parameters": check_names_without_named_parameters,
+    "optimizer_protocol": check_optimizer_protocol,
 }
