@@ -7,10 +7,10 @@ exits at once and mpirun ends the job) cannot hang or desynchronise the others.
 
 import pytest
 
-from mpi_harness import run_ranks
+from mpi_harness import DESYNC_LIMIT, run_ranks
 
 
 @pytest.mark.parametrize("module", ["errors", "collectives", "autograd"])
 def test_torch_collectives(module, num_ranks):
-    run = run_ranks("torch_suite.py", num_ranks, timeout=240, args=[module])
+    run = run_ranks("torch_suite.py", num_ranks, timeout=240, args=[module], env=DESYNC_LIMIT)
     run.assert_all_ranks_passed(num_ranks)

@@ -4,13 +4,13 @@ and 3 ranks."""
 
 import pytest
 
-from mpi_harness import run_ranks
+from mpi_harness import DESYNC_LIMIT, run_ranks
 
 
 @pytest.mark.parametrize("module", ["optimizer", "state"])
 def test_distributed_optimizer_join_and_state_broadcast(module, num_ranks):
     # One job per module: a failing module cannot hang or desynchronise the other.
-    run = run_ranks("torch_suite.py", num_ranks, timeout=240, args=[module])
+    run = run_ranks("torch_suite.py", num_ranks, timeout=240, args=[module], env=DESYNC_LIMIT)
     run.assert_all_ranks_passed(num_ranks)
 
 
