@@ -131,7 +131,8 @@ def DistributedOptimizer(  # noqa: N802 - Horovod's name for this factory
 
 
 def _is_adasum(op):
-    return not isinstance(op, bool) and isinstance(op, int) and op == Adasum
+    # Any form of the constant (int or core enum); bad values fail with their own message.
+    return int(to_core_reduce_op(op)) == Adasum
 
 
 def _adasum_optimizer(optimizer, named_parameters, compression, gradient_predivide_factor):
