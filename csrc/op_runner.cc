@@ -130,40 +130,58 @@ std::vector<OpResult> OpRunner::RunAllreduce(const Response& r,
 }
 
 // Adasum needs each tensor whole (its coefficients come from whole-tensor dot
-// products), so the response is staged in one piece rather than in chunks.
+// products), so a response is combined in one piece rather than in chunks: a lone
+// tensor in its output (as Horovod does unfused), a fused one packed into staging.
 std::vector<OpResult> OpRunner::RunAdasum(const Response& r,
                                           const std::vector<TensorEntry*>& entries) {
   Backend& backend = BackendFor(r);
   const int64_t element = DataTypeSize(r.dtype);
   int64_t total = 0;
   for (int64_t n : r.sizes) total += n;
-  char* staging = static_cast<char*>(fusion_buffer_.Get(std::max<int64_t>(total, 1) * element));
-  Phase(r.names, "MEMCPY_IN_FUSION_BUFFER");
+  const bool direct = entries.size() == 1 && entries[0] != nullptr;
+  char* buffer =
+      direct ? static_cast<char*>(entries[0]->spec.output)
+             : static_cast<char*>(fusion_buffer_.Get(std::max<int64_t>(total, 1) * element));
+  if (direct) {
+    if (total > 0 && entries[0]->spec.input != buffer) {
+      std::memcpy(buffer, entries[0]->spec.input, total * element);
+    }
+  } else {
+    CopyAdasumSegments(r, entries, buffer, /*into_buffer=*/true);
+  }
+  ScaleInPlace(buffer, total, r.dtype, r.prescale);
+  Phase(r.names, (std::string(backend.name()) + "_ADASUM_ALLREDUCE").c_str());
+  backend.Adasum(buffer, r.sizes, r.dtype);
+  EndPhase(r.names);
+  FinishReduction(buffer, total, r);
+  if (!direct) CopyAdasumSegments(r, entries, buffer, /*into_buffer=*/false);
+  std::vector<OpResult> results(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i] != nullptr) results[i].shape = entries[i]->spec.shape;
+  }
+  return results;
+}
+
+// Packs the response's tensors into `buffer` (a joined rank's as zeros) or unpacks
+// the results from it.
+void OpRunner::CopyAdasumSegments(const Response& r, const std::vector<TensorEntry*>& entries,
+                                  char* buffer, bool into_buffer) {
+  const int64_t element = DataTypeSize(r.dtype);
+  Phase(r.names, into_buffer ? "MEMCPY_IN_FUSION_BUFFER" : "MEMCPY_OUT_FUSION_BUFFER");
   int64_t offset = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     const int64_t bytes = r.sizes[i] * element;
-    if (entries[i] != nullptr && bytes > 0)
-      std::memcpy(staging + offset, entries[i]->spec.input, bytes);
-    if (entries[i] == nullptr) std::memset(staging + offset, 0, bytes);
-    offset += bytes;
-  }
-  EndPhase(r.names);
-  ScaleInPlace(staging, total, r.dtype, r.prescale);
-  Phase(r.names, (std::string(backend.name()) + "_ADASUM_ALLREDUCE").c_str());
-  backend.Adasum(staging, r.sizes, r.dtype);
-  EndPhase(r.names);
-  FinishReduction(staging, total, r);
-  std::vector<OpResult> results(entries.size());
-  offset = 0;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const int64_t bytes = r.sizes[i] * element;
-    if (entries[i] != nullptr) {
-      if (bytes > 0) std::memcpy(entries[i]->spec.output, staging + offset, bytes);
-      results[i].shape = entries[i]->spec.shape;
+    if (bytes > 0 && entries[i] == nullptr && into_buffer) std::memset(buffer + offset, 0, bytes);
+    if (bytes > 0 && entries[i] != nullptr) {
+      if (into_buffer) {
+        std::memcpy(buffer + offset, entries[i]->spec.input, bytes);
+      } else {
+        std::memcpy(entries[i]->spec.output, buffer + offset, bytes);
+      }
     }
     offset += bytes;
   }
-  return results;
+  EndPhase(r.names);
 }
 
 OpResult OpRunner::RunAllgather(const Response& r, TensorEntry& entry) {
