@@ -30,6 +30,9 @@ class Backend {
   virtual void ReduceScatter(const void* input, void* output, const std::vector<int64_t>& counts,
                              DataType dtype, ReduceOp op) = 0;
   virtual void Barrier() = 0;
+  // Replaces `buffer` (tensors of counts[i] elements, back to back) with the Adasum of
+  // every rank's buffer, each tensor combined with its own coefficients.
+  virtual void Adasum(void* buffer, const std::vector<int64_t>& counts, DataType dtype) = 0;
 };
 
 }  // namespace lockstep

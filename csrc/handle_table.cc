@@ -67,7 +67,7 @@ OpResult HandleTable::Wait(Handle handle) {
   if (it == slots_.end()) throw Error(unknown);
   Slot slot = std::move(it->second);
   slots_.erase(it);
-  if (!slot.status.ok()) throw Error(slot.status.message());
+  if (!slot.status.ok()) throw Error(slot.status.message(), slot.status.code());
   return std::move(slot.result);
 }
 

@@ -77,7 +77,7 @@ class UnitType {
 }  // namespace
 
 MpiBackend::MpiBackend(MPI_Comm comm, const MpiTypes& types, int64_t shm_bytes, int shm_min_ranks)
-    : comm_(comm), types_(types) {
+    : comm_(comm), types_(types), adasum_(comm) {
   MPI_Comm_size(comm_, &size_);
   if (shm_min_ranks > 0 && size_ >= shm_min_ranks && shm_bytes >= kShmMinBytes) {
     auto shm = std::make_unique<ShmAllreduce>(comm_, std::min(shm_bytes, kShmMaxBytes));
@@ -152,5 +152,9 @@ void MpiBackend::ReduceScatter(const void* input, void* output, const std::vecto
 }
 
 void MpiBackend::Barrier() { Check(MPI_Barrier(comm_), "MPI_Barrier"); }
+
+void MpiBackend::Adasum(void* buffer, const std::vector<int64_t>& counts, DataType dtype) {
+  adasum_.Allreduce(buffer, counts, dtype);
+}
 
 }  // namespace lockstep

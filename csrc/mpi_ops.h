@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "adasum_mpi.h"
 #include "backend.h"
 #include "mpi_types.h"
 #include "shm_allreduce.h"
@@ -34,12 +35,14 @@ class MpiBackend : public Backend {
   void ReduceScatter(const void* input, void* output, const std::vector<int64_t>& counts,
                      DataType dtype, ReduceOp op) override;
   void Barrier() override;
+  void Adasum(void* buffer, const std::vector<int64_t>& counts, DataType dtype) override;
 
  private:
   MPI_Comm comm_;
   const MpiTypes& types_;
   int size_ = 1;
   std::unique_ptr<ShmAllreduce> shm_;  // null unless usable
+  AdasumMpi adasum_;
 };
 
 }  // namespace lockstep

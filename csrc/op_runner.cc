@@ -1,5 +1,6 @@
 #include "op_runner.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -20,8 +21,6 @@ std::vector<int64_t> WithFirstDim(std::vector<int64_t> shape, int64_t first) {
   shape[0] = first;
   return shape;
 }
-
-bool IsIntegral(DataType dtype) { return !IsFloatingPoint(dtype) && dtype != DataType::kBool; }
 
 std::string CollectiveName(const Response& r, const Backend& backend) {
   static const char* const kKinds[] = {"ALLREDUCE", "ALLGATHER", "BCAST", "ALLTOALL",
@@ -64,7 +63,7 @@ std::vector<OpResult> OpRunner::Run(const Response& r, const std::vector<TensorE
   }
   switch (r.type) {
     case ResponseType::kAllreduce:
-      return RunAllreduce(r, entries);
+      return r.reduce_op == ReduceOp::kAdasum ? RunAdasum(r, entries) : RunAllreduce(r, entries);
     case ResponseType::kAllgather:
       return {RunAllgather(r, *entries.at(0))};
     case ResponseType::kBroadcast:
@@ -87,14 +86,11 @@ std::vector<OpResult> OpRunner::Run(const Response& r, const std::vector<TensorE
 }
 
 void OpRunner::FinishReduction(void* buffer, int64_t count, const Response& r) {
+  // Average is a Sum whose postscale is divided by the world size, for every dtype:
+  // Horovod's arithmetic, so that results match it bit for bit (integers too, which
+  // therefore truncate once, after the combined factor).
   double postscale = r.postscale;
-  if (r.reduce_op == ReduceOp::kAverage) {
-    if (IsIntegral(r.dtype)) {
-      DivideIntegersInPlace(buffer, count, r.dtype, topology_.size);
-    } else {
-      postscale /= topology_.size;
-    }
-  }
+  if (r.reduce_op == ReduceOp::kAverage) postscale /= topology_.size;
   ScaleInPlace(buffer, count, r.dtype, postscale);
 }
 
@@ -131,6 +127,61 @@ std::vector<OpResult> OpRunner::RunAllreduce(const Response& r,
     if (entries[i] != nullptr) results[i].shape = entries[i]->spec.shape;
   }
   return results;
+}
+
+// Adasum needs each tensor whole (its coefficients come from whole-tensor dot
+// products), so a response is combined in one piece rather than in chunks: a lone
+// tensor in its output (as Horovod does unfused), a fused one packed into staging.
+std::vector<OpResult> OpRunner::RunAdasum(const Response& r,
+                                          const std::vector<TensorEntry*>& entries) {
+  Backend& backend = BackendFor(r);
+  const int64_t element = DataTypeSize(r.dtype);
+  int64_t total = 0;
+  for (int64_t n : r.sizes) total += n;
+  const bool direct = entries.size() == 1 && entries[0] != nullptr;
+  char* buffer =
+      direct ? static_cast<char*>(entries[0]->spec.output)
+             : static_cast<char*>(fusion_buffer_.Get(std::max<int64_t>(total, 1) * element));
+  if (direct) {
+    if (total > 0 && entries[0]->spec.input != buffer) {
+      std::memcpy(buffer, entries[0]->spec.input, total * element);
+    }
+  } else {
+    CopyAdasumSegments(r, entries, buffer, /*into_buffer=*/true);
+  }
+  ScaleInPlace(buffer, total, r.dtype, r.prescale);
+  Phase(r.names, (std::string(backend.name()) + "_ADASUM_ALLREDUCE").c_str());
+  backend.Adasum(buffer, r.sizes, r.dtype);
+  EndPhase(r.names);
+  FinishReduction(buffer, total, r);
+  if (!direct) CopyAdasumSegments(r, entries, buffer, /*into_buffer=*/false);
+  std::vector<OpResult> results(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i] != nullptr) results[i].shape = entries[i]->spec.shape;
+  }
+  return results;
+}
+
+// Packs the response's tensors into `buffer` (a joined rank's as zeros) or unpacks
+// the results from it.
+void OpRunner::CopyAdasumSegments(const Response& r, const std::vector<TensorEntry*>& entries,
+                                  char* buffer, bool into_buffer) {
+  const int64_t element = DataTypeSize(r.dtype);
+  Phase(r.names, into_buffer ? "MEMCPY_IN_FUSION_BUFFER" : "MEMCPY_OUT_FUSION_BUFFER");
+  int64_t offset = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const int64_t bytes = r.sizes[i] * element;
+    if (bytes > 0 && entries[i] == nullptr && into_buffer) std::memset(buffer + offset, 0, bytes);
+    if (bytes > 0 && entries[i] != nullptr) {
+      if (into_buffer) {
+        std::memcpy(buffer + offset, entries[i]->spec.input, bytes);
+      } else {
+        std::memcpy(entries[i]->spec.output, buffer + offset, bytes);
+      }
+    }
+    offset += bytes;
+  }
+  EndPhase(r.names);
 }
 
 OpResult OpRunner::RunAllgather(const Response& r, TensorEntry& entry) {

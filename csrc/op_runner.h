@@ -26,6 +26,9 @@ class OpRunner {
  private:
   Backend& BackendFor(const Response& response);
   std::vector<OpResult> RunAllreduce(const Response& r, const std::vector<TensorEntry*>& entries);
+  std::vector<OpResult> RunAdasum(const Response& r, const std::vector<TensorEntry*>& entries);
+  void CopyAdasumSegments(const Response& r, const std::vector<TensorEntry*>& entries, char* buffer,
+                          bool into_buffer);
   OpResult RunAllgather(const Response& r, TensorEntry& entry);
   OpResult RunBroadcast(const Response& r, TensorEntry& entry);
   OpResult RunAlltoall(const Response& r, TensorEntry& entry);

@@ -10,11 +10,12 @@
 namespace lockstep {
 namespace {
 
+// Floating tensors scale in their own precision with the factor rounded to it, as
+// Horovod does (float32: float(factor) * x in float), so results match it bit for bit.
 template <typename T>
-void ScaleTyped(T* data, int64_t count, double factor) {
-  for (int64_t i = 0; i < count; ++i) {
-    data[i] = static_cast<T>(static_cast<double>(data[i]) * factor);
-  }
+void ScaleFloats(T* data, int64_t count, double factor) {
+  const T f = static_cast<T>(factor);
+  for (int64_t i = 0; i < count; ++i) data[i] = f * data[i];
 }
 
 // Integers saturate at their type's range (a cast of an out-of-range double is
@@ -31,11 +32,6 @@ void ScaleIntegers(T* data, int64_t count, double factor) {
               : scaled <= lo ? std::numeric_limits<T>::lowest()
                              : static_cast<T>(scaled);
   }
-}
-
-template <typename T>
-void DivideTyped(T* data, int64_t count, int64_t divisor) {
-  for (int64_t i = 0; i < count; ++i) data[i] = static_cast<T>(data[i] / divisor);
 }
 
 template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
@@ -92,10 +88,10 @@ void ScaleInPlace(void* buffer, int64_t count, DataType dtype, double factor) {
       ScaleIntegers(static_cast<int64_t*>(buffer), count, factor);
       break;
     case DataType::kFloat32:
-      ScaleTyped(static_cast<float*>(buffer), count, factor);
+      ScaleFloats(static_cast<float*>(buffer), count, factor);
       break;
     case DataType::kFloat64:
-      ScaleTyped(static_cast<double*>(buffer), count, factor);
+      ScaleFloats(static_cast<double*>(buffer), count, factor);
       break;
     case DataType::kFloat16:
       ScaleSixteen<Float16ToFloat, FloatToFloat16>(static_cast<uint16_t*>(buffer), count, factor);
@@ -105,31 +101,6 @@ void ScaleInPlace(void* buffer, int64_t count, DataType dtype, double factor) {
       break;
     case DataType::kBool:
       throw std::invalid_argument("bool tensors cannot be scaled");
-  }
-}
-
-void DivideIntegersInPlace(void* buffer, int64_t count, DataType dtype, int64_t divisor) {
-  switch (dtype) {
-    case DataType::kUInt8:
-      DivideTyped(static_cast<uint8_t*>(buffer), count, divisor);
-      break;
-    case DataType::kInt8:
-      DivideTyped(static_cast<int8_t*>(buffer), count, divisor);
-      break;
-    case DataType::kInt16:
-      DivideTyped(static_cast<int16_t*>(buffer), count, divisor);
-      break;
-    case DataType::kUInt16:
-      DivideTyped(static_cast<uint16_t*>(buffer), count, divisor);
-      break;
-    case DataType::kInt32:
-      DivideTyped(static_cast<int32_t*>(buffer), count, divisor);
-      break;
-    case DataType::kInt64:
-      DivideTyped(static_cast<int64_t*>(buffer), count, divisor);
-      break;
-    default:
-      throw std::invalid_argument("integer division on a non-integer dtype");
   }
 }
 

@@ -1,5 +1,5 @@
-// Element-wise kernels on host buffers: scaling by pre/post factors, the integer
-// division behind Average, and the reductions MPI cannot do natively (16-bit floats).
+// Element-wise kernels on host buffers: scaling by pre/post factors (which also
+// carries Average's division) and the reductions MPI cannot do natively (16-bit floats).
 #pragma once
 
 #include <cstdint>
@@ -8,12 +8,11 @@
 
 namespace lockstep {
 
-// buffer[i] *= factor. Integers compute in double, saturate at the type's range and
-// truncate toward zero.
+// buffer[i] *= factor, with Horovod's arithmetic: float32 and float64 multiply in their
+// own precision by the factor rounded to it; float16 and bfloat16 widen to float and
+// multiply by float(factor); integers multiply in double, then truncate toward zero
+// (saturating at the type's range, where Horovod's conversion is undefined).
 void ScaleInPlace(void* buffer, int64_t count, DataType dtype, double factor);
-
-// buffer[i] /= divisor with C++ integer semantics (truncation), exact for int64.
-void DivideIntegersInPlace(void* buffer, int64_t count, DataType dtype, int64_t divisor);
 
 // inout[i] = op(in[i], inout[i]) for float16/bfloat16, computed in float.
 void ReduceSixteenBit(const void* in, void* inout, int64_t count, DataType dtype, ReduceOp op);

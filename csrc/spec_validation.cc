@@ -2,11 +2,14 @@
 
 #include <string>
 
+#include "adasum.h"
+
 namespace lockstep {
 namespace {
 
 [[noreturn]] void Fail(const OpSpec& spec, const std::string& problem) {
-  throw Error(std::string(OpTypeName(spec.op)) + " of tensor '" + spec.name + "': " + problem);
+  throw Error(std::string(OpTypeName(spec.op)) + " of tensor '" + spec.name + "': " + problem,
+              Status::Code::kInvalidArgument);
 }
 
 int64_t Elements(const OpSpec& spec) {
@@ -15,9 +18,22 @@ int64_t Elements(const OpSpec& spec) {
   return n;
 }
 
-void ValidateReduction(const OpSpec& spec) {
+// Adasum, as in Horovod: allreduce of floating tensors on a power-of-2 number of ranks.
+void ValidateAdasum(const OpSpec& spec, const Topology& topology) {
+  if (spec.op != OpType::kAllreduce) Fail(spec, "the Adasum reduce op applies to allreduce only");
+  if (!AdasumSupports(spec.dtype)) {
+    Fail(spec,
+         std::string("Adasum needs a floating-point tensor, got ") + DataTypeName(spec.dtype));
+  }
+  if ((topology.size & (topology.size - 1)) != 0) {
+    Fail(spec, "Adasum needs a power-of-2 number of ranks, but there are " +
+                   std::to_string(topology.size));
+  }
+}
+
+void ValidateReduction(const OpSpec& spec, const Topology& topology) {
   if (!IsValidReduceOp(static_cast<uint8_t>(spec.reduce_op))) Fail(spec, "unknown reduce op");
-  if (spec.reduce_op == ReduceOp::kAdasum) Fail(spec, "the Adasum reduce op is not supported");
+  if (spec.reduce_op == ReduceOp::kAdasum) ValidateAdasum(spec, topology);
   if (spec.op == OpType::kReducescatter && spec.reduce_op != ReduceOp::kSum &&
       spec.reduce_op != ReduceOp::kAverage) {
     Fail(spec, "reducescatter supports only Sum and Average");
@@ -77,7 +93,9 @@ void ValidateSpec(const OpSpec& spec, const Topology& topology, bool gpu_availab
   if (writes_output && Elements(spec) > 0 && spec.output == nullptr) {
     Fail(spec, "output memory is null");
   }
-  if (spec.op == OpType::kAllreduce || spec.op == OpType::kReducescatter) ValidateReduction(spec);
+  if (spec.op == OpType::kAllreduce || spec.op == OpType::kReducescatter) {
+    ValidateReduction(spec, topology);
+  }
   if (spec.op == OpType::kBroadcast && (spec.root_rank < 0 || spec.root_rank >= topology.size)) {
     Fail(spec, "root rank " + std::to_string(spec.root_rank) + " is outside [0, " +
                    std::to_string(topology.size) + ")");

@@ -11,8 +11,9 @@ void TensorQueue::Push(std::vector<TensorEntry> entries) {
       const std::string& name = entry.request.name;
       if (in_flight_.count(name) || !batch.insert(name).second) {
         throw Error("tensor '" + name +
-                    "' was submitted again while its previous collective is still in flight; "
-                    "wait for it (synchronize) or use a different name");
+                        "' was submitted again while its previous collective is still in flight; "
+                        "wait for it (synchronize) or use a different name",
+                    Status::Code::kInvalidArgument);
       }
     }
     for (TensorEntry& entry : entries) {

@@ -141,11 +141,59 @@ uintptr_t BufferAddress(py::handle object) {
   return address;
 }
 
+// A new exception class `name` in module `m` deriving from `bases`.
+PyObject* NewException(py::module_& m, const char* name, py::tuple bases, const char* doc) {
+  const std::string qualified = std::string(PyModule_GetName(m.ptr())) + "." + name;
+  PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases.ptr(), nullptr);
+  if (type == nullptr) throw py::error_already_set();
+  m.add_object(name, py::handle(type));  // the module keeps the class alive
+  return type;
+}
+
+// lockstep::Error surfaces as LockstepError (a RuntimeError) or, by its code, a
+// subclass that is also the Python type Horovod raises in that situation, so code
+// written against Horovod catches it: InvalidArgumentError is also a ValueError.
+void BindErrors(py::module_& m) {
+  static PyObject* base =
+      NewException(m, "LockstepError", py::make_tuple(py::handle(PyExc_RuntimeError)),
+                   "A collective or argument failed; the message says why.");
+  static PyObject* invalid = NewException(
+      m, "InvalidArgumentError", py::make_tuple(py::handle(base), py::handle(PyExc_ValueError)),
+      "A bad argument, e.g. a name submitted again while its collective is in flight.");
+  static PyObject* precondition =
+      NewException(m, "PreconditionError", py::make_tuple(py::handle(base)),
+                   "The ranks disagree about a collective (shape, dtype, op, ...).");
+  static PyObject* aborted = NewException(m, "AbortedError", py::make_tuple(py::handle(base)),
+                                          "A collective failed across ranks or did not run.");
+  py::register_exception_translator([](std::exception_ptr thrown) {
+    if (!thrown) return;
+    try {
+      std::rethrow_exception(thrown);
+    } catch (const Error& e) {
+      PyObject* type = base;
+      switch (e.code()) {
+        case Status::Code::kInvalidArgument:
+          type = invalid;
+          break;
+        case Status::Code::kPrecondition:
+          type = precondition;
+          break;
+        case Status::Code::kAborted:
+          type = aborted;
+          break;
+        default:
+          break;
+      }
+      PyErr_SetString(type, e.what());
+    }
+  });
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "lockstep core: MPI background thread, negotiation, fusion and collectives";
-  py::register_exception<Error>(m, "LockstepError", PyExc_RuntimeError);
+  BindErrors(m);
   BindEnums(m);
   BindOpSpec(m);
   BindResult(m);

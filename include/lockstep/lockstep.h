@@ -18,10 +18,17 @@
 namespace lockstep {
 
 // Every failure a user can cause surfaces as this exception, with a message that
-// names the tensor and what went wrong.
+// names the tensor and what went wrong. The code says what kind of failure it is
+// (frontends map it to their own exception types, e.g. kInvalidArgument to Python's
+// ValueError as Horovod does); kInternal when nothing more specific applies.
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& message, Status::Code code = Status::Code::kInternal)
+      : std::runtime_error(message), code_(code) {}
+  Status::Code code() const { return code_; }
+
+ private:
+  Status::Code code_;
 };
 
 struct Topology {

@@ -28,7 +28,7 @@ constexpr int kNumDataTypes = 11;
 enum class ReduceOp : uint8_t {
   kAverage = 0,
   kSum = 1,
-  kAdasum = 2,  // reserved: rejected at enqueue
+  kAdasum = 2,  // allreduce of floating tensors on a power-of-2 number of ranks
   kMin = 3,
   kMax = 4,
   kProduct = 5,

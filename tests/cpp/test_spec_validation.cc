@@ -151,17 +151,32 @@ TEST_F(SpecValidationTest, RejectsUnknownEnums) {
 }
 
 TEST_F(SpecValidationTest, RejectsUnsupportedReductions) {
-  for (OpType op : {OpType::kAllreduce, OpType::kReducescatter}) {
-    OpSpec spec = Valid(op);
-    spec.reduce_op = ReduceOp::kAdasum;
-    EXPECT_TRUE(Rejects(spec, "Adasum reduce op is not supported")) << OpTypeName(op);
-  }
+  OpSpec adasum = Valid(OpType::kReducescatter);
+  adasum.reduce_op = ReduceOp::kAdasum;
+  EXPECT_TRUE(Rejects(adasum, "Adasum reduce op applies to allreduce only"));
   for (ReduceOp reduce : {ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
     OpSpec spec = Valid(OpType::kReducescatter);
     spec.reduce_op = reduce;
     EXPECT_TRUE(Rejects(spec, "reducescatter supports only Sum and Average"))
         << ReduceOpName(reduce);
   }
+}
+
+TEST_F(SpecValidationTest, AdasumNeedsFloatsAndAPowerOfTwoOfRanks) {
+  OpSpec spec = Valid(OpType::kAllreduce);
+  spec.reduce_op = ReduceOp::kAdasum;
+  for (DataType dtype :
+       {DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64}) {
+    spec.dtype = dtype;
+    EXPECT_TRUE(Accepts(spec)) << DataTypeName(dtype);
+  }
+  for (DataType dtype : {DataType::kInt32, DataType::kUInt8, DataType::kBool}) {
+    spec.dtype = dtype;
+    EXPECT_TRUE(Rejects(spec, "Adasum needs a floating-point tensor")) << DataTypeName(dtype);
+  }
+  spec.dtype = DataType::kFloat32;
+  topology_.size = 3;
+  EXPECT_TRUE(Rejects(spec, "power-of-2 number of ranks, but there are 3"));
 }
 
 TEST_F(SpecValidationTest, RejectsBoolAverageAndScaling) {

@@ -13,6 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# For suites that run many checks per job: a collective that some rank never submits
+# (a check that failed on one rank) fails on the others after this long instead of
+# leaving them waiting until the job's timeout.
+DESYNC_LIMIT = {"LOCKSTEP_STALL_SHUTDOWN_TIME_SECONDS": "60"}
 SCRIPTS_DIR = Path(__file__).resolve().parent / "scripts"
 
 

@@ -1,12 +1,16 @@
 """lockstep.torch training: DistributedOptimizer matches single-process training,
 join() with uneven data, and broadcast of parameters and optimizer state, on 2
-and 3 ranks (one mpirun job per rank count)."""
+and 3 ranks."""
 
-from mpi_harness import run_ranks
+import pytest
+
+from mpi_harness import DESYNC_LIMIT, run_ranks
 
 
-def test_distributed_optimizer_join_and_state_broadcast(num_ranks):
-    run = run_ranks("torch_suite.py", num_ranks, timeout=240, args=["optimizer", "state"])
+@pytest.mark.parametrize("module", ["optimizer", "state"])
+def test_distributed_optimizer_join_and_state_broadcast(module, num_ranks):
+    # One job per module: a failing module cannot hang or desynchronise the other.
+    run = run_ranks("torch_suite.py", num_ranks, timeout=240, args=[module], env=DESYNC_LIMIT)
     run.assert_all_ranks_passed(num_ranks)
 
 

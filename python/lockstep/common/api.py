@@ -25,7 +25,15 @@ from lockstep.common.basics import (
     start_timeline,
     stop_timeline,
 )
-from lockstep.common.exceptions import HorovodInternalError, LockstepError, NotInitializedError
+from lockstep.common.exceptions import (
+    AbortedError,
+    HorovodInternalError,
+    InvalidArgumentError,
+    LockstepError,
+    NotInitializedError,
+    PreconditionError,
+    UnsupportedOperationError,
+)
 from lockstep.common.ops import Adasum, Average, Max, Min, Product, Sum
 
 __all__ = [
@@ -33,6 +41,7 @@ __all__ = [
     "cross_rank", "cross_size", "init", "is_initialized", "local_rank", "local_size",
     "mpi_built", "mpi_enabled", "mpi_threads_supported", "nccl_built", "rank", "shutdown",
     "size", "start_timeline", "stop_timeline",
-    "HorovodInternalError", "LockstepError", "NotInitializedError",
+    "AbortedError", "HorovodInternalError", "InvalidArgumentError", "LockstepError", "NotInitializedError",
+    "PreconditionError", "UnsupportedOperationError",
     "Adasum", "Average", "Max", "Min", "Product", "Sum",
 ]

@@ -10,11 +10,12 @@ from typing import Any, NamedTuple, Tuple
 from lockstep.common import validation
 from lockstep.common.exceptions import NotInitializedError
 from lockstep.common.handles import PendingOp
-from lockstep.common.ops import Average, Max, Min, Product, Sum, to_core_reduce_op
+from lockstep.common.ops import Adasum, Average, Max, Min, Product, Sum, check_adasum_world, to_core_reduce_op
 
 _REDUCESCATTER_OPS = (Average, Sum)
-_ALLREDUCE_OPS = (Average, Sum, Min, Max, Product)
-_PLAIN_REDUCE_OPS = {op: to_core_reduce_op(op) for op in _ALLREDUCE_OPS}
+_ALLREDUCE_OPS = (Average, Sum, Adasum, Min, Max, Product)
+# Ops the synchronous fast path may pass straight to the core (Adasum needs checks).
+_PLAIN_REDUCE_OPS = {op: to_core_reduce_op(op) for op in (Average, Sum, Min, Max, Product)}
 
 
 # NamedTuples rather than dataclasses: they are built on every op, and are several
@@ -132,6 +133,21 @@ class OpDispatcher:
         spec.name = self._name("reducescatter", name)
         return self._submit([spec], lambda results: finish(results[0]), (tensor.owner,))
 
+    def grouped_allgather(self, tensors, name, finish):
+        """Allgathers negotiated as a unit; `finish` gets one Result per tensor."""
+        self._require_initialized()
+        specs = self._group_specs(self._core.OpType.ALLGATHER, tensors, name, "grouped_allgather")
+        return self._submit(specs, finish, tuple(t.owner for t in tensors), grouped=True)
+
+    def grouped_reducescatter(self, tensors, scaling, name, finish):
+        """Reducescatters negotiated as a unit, sharing one op and scaling."""
+        self._require_initialized()
+        specs = self._group_specs(self._core.OpType.REDUCESCATTER, tensors, name, "grouped_reducescatter")
+        for spec, tensor in zip(specs, tensors):
+            spec.reduce_op, spec.prescale, spec.postscale = self._reduction_args(
+                tensor.dtype, scaling, _REDUCESCATTER_OPS, "reducescatter")
+        return self._submit(specs, finish, tuple(t.owner for t in tensors), grouped=True)
+
     def barrier(self):
         self._require_initialized()
         spec = self._core.OpSpec()
@@ -178,6 +194,18 @@ class OpDispatcher:
     def _name(self, kind, name):
         return self._namer.name_for(kind, validation.check_name(name))
 
+    def _group_specs(self, op_type, tensors, name, kind):
+        if len(tensors) == 0:
+            raise ValueError(f"{kind} needs at least one tensor")
+        base = self._name(kind, name)
+        specs = []
+        for index, tensor in enumerate(tensors):
+            validation.check_has_first_dim(tensor.shape, f"{kind} (tensors[{index}])")
+            spec = self._tensor_spec(op_type, tensor)
+            spec.name = f"{base}.{index}"
+            specs.append(spec)
+        return specs
+
     def _tensor_spec(self, op_type, tensor):
         spec = self._core.OpSpec()
         spec.op = op_type
@@ -197,6 +225,8 @@ class OpDispatcher:
     def _reduction_args(self, dtype, scaling, allowed_ops, op_kind):
         """(core reduce op, prescale, postscale), checked for the op kind and dtype."""
         reduce_op = to_core_reduce_op(scaling.op, allowed_ops, op_kind)
+        if reduce_op is self._core.ReduceOp.ADASUM:
+            check_adasum_world(self._core.size())
         prescale = validation.as_scale_factor(scaling.prescale, "prescale_factor")
         postscale = validation.as_scale_factor(scaling.postscale, "postscale_factor")
         # `is`: core enums are singletons, and pybind11's == costs about 1 us per op.

@@ -1,10 +1,20 @@
-"""Exception types shared by every frontend."""
+"""Exception types shared by every frontend.
+
+The core raises LockstepError (a RuntimeError) or one of its subclasses, chosen by
+the kind of failure so that code written against Horovod catches what it expects:
+
+  InvalidArgumentError  also a ValueError: a bad argument the core detects, e.g. a
+                        name submitted again while its collective is in flight
+  PreconditionError     the ranks disagree about a collective
+  AbortedError          a collective failed, or did not run (shutdown, a rank left)
+"""
 
 from lockstep import _core
 
-# Raised by the core for any failure a user can cause (mismatch across ranks,
-# stalls, shutdown with ops pending, bad arguments the core detects).
 LockstepError = _core.LockstepError
+InvalidArgumentError = _core.InvalidArgumentError
+PreconditionError = _core.PreconditionError
+AbortedError = _core.AbortedError
 
 # Ported Horovod scripts catch this name around their training loops.
 HorovodInternalError = LockstepError
@@ -21,3 +31,31 @@ class NotInitializedError(LockstepError, ValueError):
 
     def __init__(self, message=None):
         super().__init__(message or NOT_INITIALIZED_MESSAGE)
+
+
+class UnsupportedOperationError(LockstepError, ValueError):
+    """A reduce op or argument combination the op does not support.
+
+    Horovod reports some of these from its core (a RuntimeError) and some from
+    Python (a ValueError); this is both, so either `except` clause catches it.
+    """
+
+
+class OptimizerUsageError(RuntimeError, AssertionError):
+    """A DistributedOptimizer used out of order (zero_grad() while gradients are being
+    reduced, too many backward passes before step()). Horovod raises AssertionError
+    there; this is also a RuntimeError, what lockstep raised before."""
+
+
+def _keep_type_inside_tf_function(cls):
+    """TensorFlow's autograph re-raises an error from a traced function with its own
+    type only if that type's __init__ is Exception's (or it is a builtin error);
+    anything else becomes a StagingError that `except ValueError` misses. These
+    classes initialize exactly as Exception does, so say so."""
+    cls.__init__ = Exception.__init__
+    return cls
+
+
+for _cls in (LockstepError, InvalidArgumentError, PreconditionError, AbortedError, UnsupportedOperationError):
+    _keep_type_inside_tf_function(_cls)
+

@@ -7,6 +7,7 @@ ints or compare against hvd.Sum keep working.
 import warnings
 
 from lockstep import _core
+from lockstep.common.exceptions import UnsupportedOperationError
 from lockstep.common.validation import as_int, as_scale_factor
 
 Average = 0
@@ -58,21 +59,29 @@ def handle_average_backwards_compatibility(op, average):
 def to_core_reduce_op(op, allowed=tuple(REDUCE_OP_NAMES), op_kind="this op"):
     """Map a reduce-op constant (int or core enum) to the core enum for `op_kind`.
 
-    TypeError for non-ints; ValueError for unknown ops or ones outside `allowed`.
+    TypeError for non-ints; ValueError for unknown ops; UnsupportedOperationError
+    (a ValueError and a RuntimeError, which Horovod raises from its core) for ops
+    outside `allowed`.
     """
-    if type(op) is int and op in allowed and op != Adasum:  # the common case, checked cheaply
+    if type(op) is int and op in allowed:  # the common case, checked cheaply
         return _CORE_REDUCE_OPS[op]
     if isinstance(op, _core.ReduceOp):
         op = int(op)
     op = as_int(op, "op (a reduce-op constant such as hvd.Sum)")
     if op not in REDUCE_OP_NAMES:
         raise ValueError(f"unknown reduce op {op}; use one of {_describe(REDUCE_OP_NAMES)}")
-    if op == Adasum:
-        raise ValueError("Adasum is not supported by lockstep; use hvd.Average or hvd.Sum")
     if op not in allowed:
         names = {value: REDUCE_OP_NAMES[value] for value in allowed}
-        raise ValueError(f"{op_kind} does not support reduce op {REDUCE_OP_NAMES[op]}; use one of {_describe(names)}")
+        raise UnsupportedOperationError(
+            f"{op_kind} does not support reduce op {REDUCE_OP_NAMES[op]}; use one of {_describe(names)}")
     return _CORE_REDUCE_OPS[op]
+
+
+def check_adasum_world(size):
+    """Adasum combines ranks pairwise, level by level, so (as in Horovod) it needs a
+    power-of-2 number of ranks; NotImplementedError otherwise, Horovod's type."""
+    if size & (size - 1):
+        raise NotImplementedError(f"Adasum needs a power-of-2 number of ranks; this job has {size}")
 
 
 def _describe(names):

@@ -7,6 +7,8 @@ import math
 import numbers
 import operator
 
+from lockstep.common.exceptions import InvalidArgumentError
+
 
 def as_int(value, what):
     """`value` as a Python int; accepts ints and numpy integers, not bools."""
@@ -49,8 +51,10 @@ def check_root_rank(root_rank, world_size):
 
 
 def check_has_first_dim(shape, op_name):
+    # Horovod refuses scalars with a ValueError in some frontends and a RuntimeError
+    # in others; InvalidArgumentError is both.
     if len(shape) == 0:
-        raise ValueError(f"{op_name} needs a tensor with at least one dimension, got a 0-d tensor")
+        raise InvalidArgumentError(f"{op_name} needs a tensor with at least one dimension, got a 0-d tensor")
 
 
 def check_splits(splits, world_size, rows):

@@ -5,8 +5,8 @@ apply eagerly, in tf.function, in tf.compat.v1 graphs and in loaded SavedModels:
   allgather      -> Average-allreduce of the gradient, this rank's rows of it
   broadcast      -> Average-allreduce of the gradient on the root, zeros elsewhere
   alltoall       -> alltoall of the gradient back along the received splits
-  reducescatter  -> allgather of the gradient, times the forward's scale factors
-                    (and 1/size for Average)
+  reducescatter  -> allgather of the gradient (times the size for Sum), times the
+                    forward's scale factors
 
 Gradient collectives are unnamed: their names come from the graph or, eagerly,
 from the core's counters, the same on every rank.
@@ -106,8 +106,8 @@ def _reducescatter_grad_of(op, grad, output):
     dense = _dense(grad, output)
     gathered = collective("Allgather", None, lambda tensor_name: OPS.lockstep_allgather(dense, tensor_name=tensor_name))
     factor = op.get_attr("prescale_factor") * op.get_attr("postscale_factor")
-    if op.get_attr("reduce_op") == Average:
-        factor /= basics.size()
+    if op.get_attr("reduce_op") == Sum:
+        factor *= basics.size()
     return gathered if factor == 1.0 else gathered * tf.cast(factor, gathered.dtype)
 
 

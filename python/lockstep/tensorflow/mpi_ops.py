@@ -13,14 +13,14 @@ tf.errors.FailedPreconditionError on every rank.
 import tensorflow as tf
 
 from lockstep.common import basics, validation
-from lockstep.common.ops import Adasum, Average, Max, Min, Product, Sum, handle_average_backwards_compatibility
-from lockstep.common.ops import to_core_reduce_op
+from lockstep.common.ops import Adasum, Average, Max, Min, Product, Sum, check_adasum_world
+from lockstep.common.ops import handle_average_backwards_compatibility, to_core_reduce_op
 from lockstep.tensorflow.compression import Compression
 from lockstep.tensorflow.naming import collective
 from lockstep.tensorflow.op_library import OPS
 from lockstep.tensorflow.tensors import as_tensor, as_tensor_list
 
-ALLREDUCE_OPS = (Average, Sum, Min, Max, Product)
+ALLREDUCE_OPS = (Average, Sum, Min, Max, Product, Adasum)
 REDUCESCATTER_OPS = (Average, Sum)
 
 
@@ -217,6 +217,8 @@ def process_set_included_op(process_set_id=0, name=None):
 def _reduction(op, prescale_factor, postscale_factor, allowed, op_kind, tensors):
     """(reduce op int, prescale, postscale), checked while the graph is built."""
     reduce_op = int(to_core_reduce_op(op, allowed, op_kind))
+    if reduce_op == Adasum:
+        check_adasum_world(basics.size())
     prescale = validation.as_scale_factor(prescale_factor, "prescale_factor")
     postscale = validation.as_scale_factor(postscale_factor, "postscale_factor")
     if any(tensor.dtype == tf.bool for tensor in tensors):

@@ -8,7 +8,16 @@
 """
 
 from lockstep.common.api import *  # noqa: F401,F403 (the shared public names)
-from lockstep.torch.autograd import allgather, allreduce, alltoall, broadcast, grouped_allreduce, reducescatter
+from lockstep.torch.autograd import (
+    allgather,
+    allreduce,
+    alltoall,
+    broadcast,
+    grouped_allgather,
+    grouped_allreduce,
+    grouped_reducescatter,
+    reducescatter,
+)
 from lockstep.torch.build_info import ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled, rocm_built
 from lockstep.torch.compression import Compression
 from lockstep.torch.mpi_ops import (
@@ -21,9 +30,11 @@ from lockstep.torch.mpi_ops import (
     broadcast_,
     broadcast_async,
     broadcast_async_,
+    grouped_allgather_async,
     grouped_allreduce_,
     grouped_allreduce_async,
     grouped_allreduce_async_,
+    grouped_reducescatter_async,
     join,
     poll,
     reducescatter_async,
@@ -31,5 +42,6 @@ from lockstep.torch.mpi_ops import (
 )
 from lockstep.torch.objects import allgather_object, broadcast_object
 from lockstep.torch.optimizer import DistributedOptimizer
+from lockstep.torch.sparse import sparse_allreduce_async
 from lockstep.torch.state_broadcast import broadcast_optimizer_state, broadcast_parameters
 from lockstep.torch.sync_batch_norm import SyncBatchNorm

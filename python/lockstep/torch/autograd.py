@@ -5,13 +5,15 @@ Every rank must run the backward pass too: each gradient is itself a collective.
   allgather      -> Average-allreduce of the gradient, this rank's rows of it
   broadcast      -> Average-allreduce of the gradient on the root, zeros elsewhere
   alltoall       -> alltoall of the gradient back along the received splits
-  reducescatter  -> allgather of the gradient, times the forward's scale factors
+  reducescatter  -> allgather of the gradient (times the size for Sum), times the
+                    forward's scale factors
+The grouped forms have the grouped forms of the same gradients.
 """
 
 import torch
 
 from lockstep.common import basics
-from lockstep.common.ops import Average, handle_average_backwards_compatibility
+from lockstep.common.ops import Average, Sum, handle_average_backwards_compatibility
 from lockstep.torch import mpi_ops
 from lockstep.torch.compression import Compression
 
@@ -88,19 +90,55 @@ class _Alltoall(torch.autograd.Function):
         return grad, None, None
 
 
+def _reducescatter_grad_scale(op, prescale_factor, postscale_factor):
+    """Horovod's reducescatter gradient is the allgather of the output gradients, times
+    the size for Sum (as for allreduce, the collective applied to the gradients);
+    scale factors multiply it as they multiply the forward result."""
+    scale = float(prescale_factor) * float(postscale_factor)  # validated by the forward op
+    return scale * basics.size() if op == Sum else scale
+
+
 class _Reducescatter(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, op, name, prescale_factor, postscale_factor):
         reduced = mpi_ops.synchronize(
             mpi_ops.reducescatter_async(tensor, name=name, op=op, prescale_factor=prescale_factor,
                                         postscale_factor=postscale_factor))
-        scale = float(prescale_factor) * float(postscale_factor)  # validated by the op above
-        ctx.scale = scale / basics.size() if op == Average else scale
+        ctx.scale = _reducescatter_grad_scale(op, prescale_factor, postscale_factor)
         return reduced
 
     @staticmethod
     def backward(ctx, grad_output):
         return allgather(grad_output) * ctx.scale, None, None, None, None
+
+
+class _GroupedReducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, op, name, prescale_factor, postscale_factor, *tensors):
+        ctx.scale = _reducescatter_grad_scale(op, prescale_factor, postscale_factor)
+        return tuple(mpi_ops.synchronize(mpi_ops.grouped_reducescatter_async(
+            list(tensors), name=name, op=op, prescale_factor=prescale_factor, postscale_factor=postscale_factor)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        grads = grouped_allgather([grad.contiguous() for grad in grad_outputs])
+        return (None, None, None, None, *[grad * ctx.scale for grad in grads])
+
+
+class _GroupedAllgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, *tensors):
+        gathered = tuple(mpi_ops.synchronize(mpi_ops.grouped_allgather_async(list(tensors), name=name)))
+        ctx.rows = [tensor.shape[0] for tensor in tensors]  # checked above: each has a first dimension
+        return gathered
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        # As for allgather: average the gradients, and keep this rank's rows.
+        grads = grouped_allreduce([grad.contiguous() for grad in grad_outputs], op=Average)
+        rows = allgather(torch.tensor([ctx.rows], dtype=torch.int64))  # size x tensors
+        offsets = rows[: basics.rank()].sum(dim=0)
+        return (None, *[grad.narrow(0, int(offset), count) for grad, offset, count in zip(grads, offsets, ctx.rows)])
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
@@ -118,6 +156,11 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     return compression.decompress(reduced, context)
 
 
+def _check_list(tensors):
+    if not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"tensors must be a list or tuple of torch.Tensor, got {type(tensors).__name__}")
+
+
 def _needs_graph(tensor):
     return isinstance(tensor, torch.Tensor) and tensor.requires_grad and torch.is_grad_enabled()
 
@@ -125,8 +168,7 @@ def _needs_graph(tensor):
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
                       prescale_factor=1.0, postscale_factor=1.0):
     """Reduce a list of tensors as one negotiated, fused unit; returns a list."""
-    if not isinstance(tensors, (list, tuple)):
-        raise TypeError(f"tensors must be a list or tuple of torch.Tensor, got {type(tensors).__name__}")
+    _check_list(tensors)
     op = handle_average_backwards_compatibility(op, average)
     compressed = [compression.compress(tensor) for tensor in tensors]
     reduced = _GroupedAllreduce.apply(op, name, prescale_factor, postscale_factor, *[t for t, _ in compressed])
@@ -136,6 +178,12 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
 def allgather(tensor, name=None):
     """Concatenate every rank's `tensor` along the first dimension (sizes may differ)."""
     return _Allgather.apply(tensor, name)
+
+
+def grouped_allgather(tensors, name=None):
+    """Allgather a list of tensors as one negotiated unit; returns a list."""
+    _check_list(tensors)
+    return list(_GroupedAllgather.apply(name, *tensors))
 
 
 def broadcast(tensor, root_rank, name=None):
@@ -159,3 +207,13 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average, p
     compressed, context = compression.compress(tensor)
     reduced = _Reducescatter.apply(compressed, op, name, prescale_factor, postscale_factor)
     return compression.decompress(reduced, context)
+
+
+def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average, prescale_factor=1.0,
+                          postscale_factor=1.0):
+    """Reducescatter a list of tensors as one negotiated unit; returns this rank's
+    share of each, in a list."""
+    _check_list(tensors)
+    compressed = [compression.compress(tensor) for tensor in tensors]
+    reduced = _GroupedReducescatter.apply(op, name, prescale_factor, postscale_factor, *[t for t, _ in compressed])
+    return [compression.decompress(tensor, context) for tensor, (_, context) in zip(reduced, compressed)]

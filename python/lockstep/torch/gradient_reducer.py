@@ -15,9 +15,9 @@ from typing import Any, Callable, List
 
 import torch
 
-from lockstep.common import basics
-from lockstep.common.ops import Average
+from lockstep.common.exceptions import OptimizerUsageError
 from lockstep.torch import mpi_ops
+from lockstep.torch.sparse import sparse_allreduce_async
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class GradientReducer:
     def check_pass_allowed(self, param):
         # Runs before autograd adds to param.grad, which an allreduce may be using.
         if self._remaining_passes[param] <= 0:
-            raise RuntimeError(
+            raise OptimizerUsageError(
                 f"the gradient of parameter '{self._names[param]}' was computed more than "
                 f"backward_passes_per_step={self._passes_per_step} times before optimizer.step(); "
                 "call step() (or synchronize()) after every backward_passes_per_step backward passes, "
@@ -139,30 +139,27 @@ class GradientReducer:
         return f"allreduce.group.{index}.{hashlib.sha1(members.encode()).hexdigest()[:12]}"
 
     def _submit_sparse(self, param, grad, name):
-        """Sparse gradients are summed by gathering every rank's entries."""
-        grad = grad.coalesce()
-        indices = mpi_ops.allgather_async(grad.indices().t().contiguous(), name=f"{name}.indices")
-        values = mpi_ops.allgather_async(grad.values(), name=f"{name}.values")
+        """Sparse gradients are reduced as Horovod reduces them, by gathering every
+        rank's entries (sparse_allreduce_async); a predivide factor cancels out."""
+        handle = sparse_allreduce_async(grad.coalesce(), name=name, op=self._settings.op)
         scale = self._settings.prescale_factor * self._settings.postscale_factor
-        if self._settings.op == Average:
-            scale /= basics.size()
 
         def complete():
-            gathered_values = mpi_ops.synchronize(values)
-            gathered_indices = mpi_ops.synchronize(indices)
-            param.grad = torch.sparse_coo_tensor(
-                gathered_indices.t(), gathered_values * scale, grad.shape
-            ).coalesce()
+            reduced = handle()
+            param.grad = (reduced * scale if scale != 1.0 else reduced).coalesce()
 
         return complete
 
     def _dense_or_sparse_gradient(self, param):
+        """The tensor to reduce for param: its gradient, or with sparse_as_dense a dense
+        copy of a sparse one (the result goes back as a sparse gradient, as Horovod
+        does, so optimizers that need sparse gradients, like SparseAdam, still work)."""
         # A parameter this rank did not use still takes part with zeros: another rank
         # may have used it, and every rank must submit the same tensors.
         if param.grad is None:
             param.grad = torch.zeros_like(param, memory_format=torch.preserve_format)
         elif param.grad.is_sparse and self._settings.sparse_as_dense:
-            param.grad = param.grad.to_dense()
+            return param.grad.to_dense()
         return param.grad
 
     def _reduction_arguments(self):
@@ -183,7 +180,9 @@ class GradientReducer:
     def _store_reduced(self, reduced, contexts):
         for tensor, (param, context) in zip(reduced, contexts):
             result = self._settings.compression.decompress(tensor, context)
-            if result is not param.grad:
+            if param.grad.is_sparse:  # reduced densely (sparse_as_dense)
+                param.grad = result.to_sparse()
+            elif result is not param.grad:
                 with torch.no_grad():
                     param.grad.copy_(result)
 

@@ -11,6 +11,7 @@ import torch
 from lockstep.common.dispatch import Scaling
 from lockstep.common.ops import Average, handle_average_backwards_compatibility
 from lockstep.common.process import DISPATCHER
+from lockstep.common.validation import as_int
 from lockstep.torch.tensors import (
     InPlaceTarget,
     check_tensor,
@@ -96,6 +97,29 @@ def allgather_async(tensor, name=None):
     )
 
 
+def grouped_allgather_async(tensors, name=None):
+    """Start allgathering a list of tensors as one negotiated unit; synchronize()
+    returns the list of gathered tensors."""
+    sources = [readable(tensor) for tensor in _checked_list(tensors)]
+    return DISPATCHER.grouped_allgather(
+        [tensor_ref(source) for source in sources],
+        name,
+        lambda results: [tensor_from_result(result, source.dtype) for result, source in zip(results, sources)],
+    )
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+    """Start reducescattering a list of tensors as one negotiated unit; synchronize()
+    returns the list of this rank's shares."""
+    sources = [readable(tensor) for tensor in _checked_list(tensors)]
+    return DISPATCHER.grouped_reducescatter(
+        [tensor_ref(source) for source in sources],
+        Scaling(op, prescale_factor, postscale_factor),
+        name,
+        lambda results: [tensor_from_result(result, source.dtype) for result, source in zip(results, sources)],
+    )
+
+
 def broadcast_async(tensor, root_rank, name=None):
     """Start copying root_rank's `tensor` into a new tensor on every rank."""
     source = readable(check_tensor(tensor))
@@ -143,11 +167,15 @@ def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0, post
 
 def poll(handle):
     """True when synchronize(handle) would return without blocking."""
+    if callable(handle):  # sparse_allreduce_async's handle (Horovod's is a function too)
+        return handle.poll()
     return DISPATCHER.poll(handle)
 
 
 def synchronize(handle):
     """Wait for an async op and return its result; raises LockstepError if it failed."""
+    if callable(handle):  # sparse_allreduce_async's handle
+        return handle()
     return DISPATCHER.synchronize(handle)
 
 
@@ -158,9 +186,14 @@ def barrier():
 
 def join(device=-1):
     """Stop contributing data: until every rank has joined, this rank takes part in
-    the others' allreduces with zeros. Returns the rank that joined last."""
-    if device != -1:
-        raise ValueError(f"join(device={device!r}): lockstep's GPU path does not exist yet; use device=-1 (CPU)")
+    the others' allreduces with zeros. Returns the rank that joined last.
+
+    `device` is accepted as Horovod accepts it: a build without GPU collectives
+    (lockstep's, for now) runs the join on the CPU whatever the ordinal.
+    """
+    device = as_int(device, "device (a CUDA device ordinal, or -1 for the CPU)")
+    if device < -1:
+        raise ValueError(f"device must be -1 (the CPU) or a device ordinal, got {device}")
     return synchronize(DISPATCHER.join())
 
 

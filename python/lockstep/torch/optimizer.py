@@ -11,7 +11,9 @@ from contextlib import contextmanager
 import torch
 
 from lockstep.common import basics, validation
-from lockstep.common.ops import Average, Sum, predivided_scaling, to_core_reduce_op
+from lockstep.common.exceptions import OptimizerUsageError
+from lockstep.common.ops import Adasum, Average, Sum, check_adasum_world, predivided_scaling, to_core_reduce_op
+from lockstep.torch.adasum_optimizer import adasum_optimizer
 from lockstep.torch.compression import Compression
 from lockstep.torch.gradient_reducer import GradientReducer, ReductionSettings
 from lockstep.torch.parameter_names import resolve_groups, resolve_named_parameters
@@ -69,7 +71,7 @@ class _DistributedOptimizerMixin:
 
     def zero_grad(self, set_to_none=True):
         if self._lockstep_reducer.has_pending():
-            raise RuntimeError(
+            raise OptimizerUsageError(
                 "optimizer.zero_grad() was called after loss.backward() but before optimizer.step() or "
                 "optimizer.synchronize(): the gradients' allreduces are still using them"
             )
@@ -83,6 +85,7 @@ def DistributedOptimizer(  # noqa: N802 - Horovod's name for this factory
     backward_passes_per_step=1,
     op=Average,
     gradient_predivide_factor=1.0,
+    num_groups=0,
     groups=None,
     sparse_as_dense=False,
 ):
@@ -94,17 +97,26 @@ def DistributedOptimizer(  # noqa: N802 - Horovod's name for this factory
     gradient_predivide_factor: with op=Average, gradients are divided by this factor
     before the sum and by size/factor after it.
     groups: None, a number of groups to split the parameters into, or lists of
-    parameters; each group is reduced as one fused unit.
+    parameters; each group is reduced as one fused unit (num_groups: Horovod's
+    deprecated name for a number of groups).
     """
     basics.require_initialized()
+    if num_groups:
+        warnings.warn("num_groups is deprecated (as in Horovod); pass groups=", DeprecationWarning, stacklevel=2)
+        groups = num_groups if groups is None else groups
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
     if isinstance(optimizer, _DistributedOptimizerMixin):
         raise ValueError("optimizer is already a DistributedOptimizer; wrap the plain optimizer only once")
-    settings = _reduction_settings(compression, op, gradient_predivide_factor, sparse_as_dense)
     passes = validation.as_int(backward_passes_per_step, "backward_passes_per_step")
     if passes < 1:
         raise ValueError(f"backward_passes_per_step must be at least 1, got {passes}")
+    if _is_adasum(op):
+        if basics.size() > 1:
+            # Gradients accumulate locally until step(), which combines the updates.
+            return _adasum_optimizer(optimizer, named_parameters, compression, gradient_predivide_factor)
+        op = Sum  # one rank has nothing to combine with (no hooks are registered)
+    settings = _reduction_settings(compression, op, gradient_predivide_factor, sparse_as_dense)
     named = resolve_named_parameters(optimizer.param_groups, named_parameters)
     trainable = [(name, param) for name, param in named if param.requires_grad]
     reducer = GradientReducer(trainable, settings, passes, resolve_groups(groups, trainable))
@@ -116,6 +128,22 @@ def DistributedOptimizer(  # noqa: N802 - Horovod's name for this factory
     if basics.size() > 1:
         reducer.register_hooks()
     return distributed
+
+
+def _is_adasum(op):
+    # Any form of the constant (int or core enum); bad values fail with their own message.
+    return int(to_core_reduce_op(op)) == Adasum
+
+
+def _adasum_optimizer(optimizer, named_parameters, compression, gradient_predivide_factor):
+    """Horovod's Adasum optimizer: the ranks' updates, not gradients, are combined."""
+    if gradient_predivide_factor != 1.0:
+        raise ValueError("gradient_predivide_factor applies to op=Average only, not Adasum")
+    if not (hasattr(compression, "compress") and hasattr(compression, "decompress")):
+        raise TypeError(f"compression must be a compressor such as Compression.fp16, got {compression!r}")
+    named = resolve_named_parameters(optimizer.param_groups, named_parameters)
+    check_adasum_world(basics.size())
+    return adasum_optimizer(optimizer, named, compression)
 
 
 def _reduction_settings(compression, op, gradient_predivide_factor, sparse_as_dense):

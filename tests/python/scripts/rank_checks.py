@@ -62,32 +62,49 @@ def average_values(dtype, shape, rank, size):
 
 
 def expected_reduction(inputs, dtype, op_name, size, prescale=1.0, postscale=1.0):
-    """What the core computes: prescale each input, reduce, divide for Average,
-    postscale; integer scaling truncates toward zero as documented."""
+    """What Horovod computes (and lockstep must match bit for bit): prescale each
+    input, reduce, then scale by postscale (divided by the size for Average), each
+    scaling with horovod_scale()."""
     if dtype == BOOL:
         stacked = np.stack(inputs)
         return (stacked.any(axis=0) if op_name in ("Sum", "Max") else stacked.all(axis=0)).astype(bool)
-    integral = dtype not in FLOAT_DTYPES
-    work = [_scaled(np.asarray(x, np.float64), prescale, integral) for x in inputs]
-    stacked = np.stack(work)
+    stacked = np.stack([horovod_scale(np.asarray(x, dtype), prescale) for x in inputs])
     if op_name in ("Sum", "Average"):
-        reduced = stacked.sum(axis=0)
+        reduced = _exact_sum(stacked, dtype)
     elif op_name == "Min":
         reduced = stacked.min(axis=0)
     elif op_name == "Max":
         reduced = stacked.max(axis=0)
     elif op_name == "Product":
-        reduced = stacked.prod(axis=0)
+        reduced = stacked.prod(axis=0).astype(dtype)
     else:
         raise ValueError(op_name)
     if op_name == "Average":
-        reduced = np.trunc(reduced / size) if integral else reduced / size
-    return _scaled(reduced, postscale, integral).astype(dtype)
+        postscale = postscale / size
+    return horovod_scale(reduced.astype(dtype), postscale)
 
 
-def _scaled(values, factor, integral):
-    values = values * factor
-    return np.trunc(values) if integral else values
+def horovod_scale(values, factor):
+    """Horovod's ScaleBuffer on the CPU: float32/float64 multiply in their own
+    precision by the factor rounded to it; float16 (and lockstep's bfloat16) widen
+    to float32; integers multiply in float64 and truncate toward zero."""
+    values = np.asarray(values)
+    dtype = values.dtype
+    if factor == 1.0:
+        return values.copy()
+    if dtype in (np.dtype(np.float32), np.dtype(np.float64)):
+        return (dtype.type(factor) * values).astype(dtype)
+    if dtype in FLOAT_DTYPES:  # float16, bfloat16
+        return (np.float32(factor) * values.astype(np.float32)).astype(dtype)
+    return np.trunc(values.astype(np.float64) * factor).astype(dtype)
+
+
+def _exact_sum(stacked, dtype):
+    """The sum over ranks; the test inputs keep it exact in every dtype (integers
+    wrap as MPI's do)."""
+    if dtype in FLOAT_DTYPES:
+        return stacked.astype(np.float64).sum(axis=0)
+    return stacked.sum(axis=0, dtype=stacked.dtype)
 
 
 def assert_equal(actual, expected, what):

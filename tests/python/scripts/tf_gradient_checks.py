@@ -60,12 +60,15 @@ def check_collective_gradients(rank, size):
     check_alltoall_gradient(rank, size, weights)
     scattered = np.ones((2 * size, 2), np.float32)
     owner_weights = np.repeat(weights, 2)[:, None] * np.ones((1, 2), np.float32)
-    check_gradient("reducescatter Sum", lambda t: hvd.reducescatter(t, op=hvd.Sum), scattered, owner_weights, rank)
+    # Horovod's definition: the allgather of the output gradients, times the size
+    # for Sum, times the forward's scale factors.
+    check_gradient("reducescatter Sum", lambda t: hvd.reducescatter(t, op=hvd.Sum), scattered,
+                   owner_weights * size, rank)
     check_gradient("grouped_reducescatter Sum", lambda t: hvd.grouped_reducescatter([t, t], op=hvd.Sum)[0],
-                   scattered, owner_weights, rank)
+                   scattered, owner_weights * size, rank)
     check_gradient("reducescatter Average postscale 3",
                    lambda t: hvd.reducescatter(t, op=hvd.Average, postscale_factor=3.0), scattered,
-                   owner_weights * np.float32(3.0 / size), rank)
+                   owner_weights * np.float32(3.0), rank)
 
 
 def check_alltoall_gradient(rank, size, weights):

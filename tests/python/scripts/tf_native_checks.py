@@ -132,6 +132,19 @@ def check_scale_factors_match_the_core(rank, size):
             assert_equal(got.numpy(), want, f"scaled reducescatter {np.dtype(dtype).name} op {op}")
 
 
+def check_adasum(rank, size):
+    """Adasum as Horovod offers it for TensorFlow: allreduce of floating tensors on a
+    power-of-2 number of ranks, the core's result (compared with the numpy frontend's)."""
+    values = (np.arange(6, dtype=np.float32) - 2.5) * (rank + 1) + rank
+    if size & (size - 1):
+        expect_error(NotImplementedError, ["power-of-2"], hvd.allreduce, tf.constant(values), op=hvd.Adasum)
+        return
+    want = hvd_numpy.allreduce(values, op=hvd.Adasum, name="adasum.numpy")
+    assert_equal(hvd.allreduce(tf.constant(values), op=hvd.Adasum).numpy(), want, "Adasum allreduce")
+    grouped = tf.function(lambda x: hvd.grouped_allreduce([x, 2 * x], op=hvd.Adasum))(tf.constant(values))
+    assert_equal(grouped[0].numpy(), want, "Adasum grouped allreduce in tf.function")
+
+
 def check_topology_ops(rank, size):
     expected = [rank, size, hvd.local_rank(), hvd.local_size(), 1]
 
@@ -267,6 +280,7 @@ def check_native_ops(rank, size):
     check_mismatch_errors(rank, size)
     check_argument_errors(size)
     check_scale_factors_match_the_core(rank, size)
+    check_adasum(rank, size)
     check_topology_ops(rank, size)
     check_broadcast_in_place(rank, size)
     check_saved_model(rank, size)

@@ -97,7 +97,9 @@ def check_reducescatter_gradients(rank, size):
     for op, prescale in [(hvd.Sum, 1.0), (hvd.Average, 1.0), (hvd.Sum, 2.0)]:
         x = torch.zeros(rows, 3, requires_grad=True)
         hvd.reducescatter(x, op=op, prescale_factor=prescale).backward(upstream(rank, (counts[rank], 3), torch.float32))
-        scale = prescale / size if op == hvd.Average else prescale
+        # Horovod's definition: the allgather of the output gradients, times the size
+        # for Sum (the gradient of allreduce is the same allreduce), times the scale.
+        scale = prescale * size if op == hvd.Sum else prescale
         expected = torch.cat([upstream(r, (counts[r], 3), torch.float32) for r in range(size)]) * scale
         assert_tensor_equal(x.grad, expected, f"reducescatter grad op {op} prescale {prescale}")
 

@@ -1,0 +1,34 @@
+"""Runs named Horovod-parity checks in one mpirun job:
+
+    mpirun -np 2 python torch_parity.py scaling adasum_allreduce
+
+The pytest suite starts one job per check, so a check that fails (its rank exits
+at once, and mpirun ends the job) cannot leave later checks hanging or running on
+desynchronised ranks."""
+
+import sys
+
+import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
+
+import lockstep.torch as hvd
+import torch_parity_collectives
+import torch_parity_training
+from rank_checks import run_main
+
+CHECKS = {**torch_parity_collectives.CHECKS, **torch_parity_training.CHECKS}
+
+
+def main():
+    names = sys.argv[1:]
+    unknown = [name for name in names if name not in CHECKS]
+    if unknown or not names:
+        raise SystemExit(f"unknown checks {unknown}; choose from {sorted(CHECKS)}")
+    hvd.init()
+    for name in names:
+        CHECKS[name](hvd.rank(), hvd.size())
+    hvd.barrier()
+    hvd.shutdown()
+
+
+if __name__ == "__main__":
+    run_main(main)
