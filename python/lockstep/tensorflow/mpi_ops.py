@@ -61,15 +61,16 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="", 
     results = list(tensors)
     sparse = [i for i, t in enumerate(tensors) if isinstance(t, tf.IndexedSlices)]
     dense = [i for i, t in enumerate(tensors) if not isinstance(t, tf.IndexedSlices)]
+    # Every argument is checked before any collective starts.
+    dense_tensors = [as_tensor(tensors[i], f"tensors[{i}]") for i in dense]
+    reduce_op, prescale, postscale = _reduction(op, prescale_factor, postscale_factor, ALLREDUCE_OPS,
+                                                "grouped_allreduce", dense_tensors)
     if sparse:
         gathered = _gather_indexed_slices([tensors[i] for i in sparse], op, prescale_factor, postscale_factor,
                                           _suffixed(name, "sparse"))
         for position, slices in zip(sparse, gathered):
             results[position] = slices
     if dense:
-        dense_tensors = [as_tensor(tensors[i], f"tensors[{i}]") for i in dense]
-        reduce_op, prescale, postscale = _reduction(op, prescale_factor, postscale_factor, ALLREDUCE_OPS,
-                                                    "grouped_allreduce", dense_tensors)
         compressed = [compression.compress(tensor) for tensor in dense_tensors]
         reduced = collective("GroupedAllreduce", name, lambda tensor_name: OPS.lockstep_grouped_allreduce(
             [sent for sent, _ in compressed], reduce_op=reduce_op, prescale_factor=prescale,
