@@ -19,3 +19,4 @@ from lockstep.jax.mpi_ops import (
     join,
     reducescatter,
 )
+from lockstep.jax.optimizer import DistributedOptimizer, broadcast_optimizer_state, broadcast_parameters

@@ -108,6 +108,13 @@ def broadcast(tensor, root_rank, name=None):
                          root_rank=root_rank)[0]
 
 
+def grouped_broadcast(tensors, root_rank, name=None):
+    """root_rank's values of a list of traced arrays, as one call (one group)."""
+    root_rank = validation.check_root_rank(root_rank, basics.size())
+    return compiled.call(compiled.OP.BROADCAST, "broadcast", list(tensors),
+                         [compiled.same_shape(x) for x in tensors], name, root_rank=root_rank)
+
+
 def alltoall(tensor, splits=None, name=None, received_splits=None):
     """Send splits[i] rows of `tensor` to rank i (equal shares without splits). Returns
     the received rows in rank order, and with splits given also the rows received
