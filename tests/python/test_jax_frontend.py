@@ -11,3 +11,16 @@ def test_jax_collectives(num_ranks):
     run = run_ranks("jax_collectives.py", num_ranks, timeout=240, env=FAST_STALLS)
     run.assert_all_ranks_passed(num_ranks)
     assert "allreduces in one jitted function, 3 runs" in run.stdout, run.describe()
+
+
+def test_jax_training(num_ranks):
+    run = run_ranks("jax_training.py", num_ranks, timeout=240, env=FAST_STALLS)
+    run.assert_all_ranks_passed(num_ranks)
+    assert "gradients of each jitted step fused" in run.stdout, run.describe()
+
+
+def test_jax_errors_fail_every_rank(num_ranks):
+    run = run_ranks("jax_errors.py", num_ranks, timeout=120, env=FAST_STALLS)
+    run.assert_all_ranks_passed(num_ranks)
+    for rank in range(num_ranks):
+        assert f"rank {rank}: mismatch inside jit raised" in run.stdout, run.describe()
