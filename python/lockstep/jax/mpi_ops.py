@@ -98,9 +98,17 @@ def allgather(tensor, name=None, sizes=None):
     return compiled.call(compiled.OP.ALLGATHER, "allgather", [tensor], [compiled.with_rows(tensor, rows)], name)[0]
 
 
+# Broadcast only moves bits, so unsigned types the core lacks travel as the signed
+# type of the same width (Keras' seed generators keep uint32 state, for example).
+_AS_SIGNED = {jnp.dtype(jnp.uint32): jnp.int32, jnp.dtype(jnp.uint64): jnp.int64}
+
+
 def broadcast(tensor, root_rank, name=None):
     """root_rank's `tensor` on every rank."""
     tensor = jnp.asarray(tensor)
+    if tensor.dtype in _AS_SIGNED:
+        sent = jax.lax.bitcast_convert_type(tensor, _AS_SIGNED[tensor.dtype])
+        return jax.lax.bitcast_convert_type(broadcast(sent, root_rank, name), tensor.dtype)
     if not _is_traced(tensor):
         return jnp.asarray(_host.broadcast(_host_array(tensor), root_rank, name=name))
     root_rank = validation.check_root_rank(root_rank, basics.size())
@@ -111,8 +119,11 @@ def broadcast(tensor, root_rank, name=None):
 def grouped_broadcast(tensors, root_rank, name=None):
     """root_rank's values of a list of traced arrays, as one call (one group)."""
     root_rank = validation.check_root_rank(root_rank, basics.size())
-    return compiled.call(compiled.OP.BROADCAST, "broadcast", list(tensors),
-                         [compiled.same_shape(x) for x in tensors], name, root_rank=root_rank)
+    dtypes = [x.dtype for x in tensors]
+    sent = [jax.lax.bitcast_convert_type(x, _AS_SIGNED[x.dtype]) if x.dtype in _AS_SIGNED else x for x in tensors]
+    received = compiled.call(compiled.OP.BROADCAST, "broadcast", sent, [compiled.same_shape(x) for x in sent], name,
+                             root_rank=root_rank)
+    return [jax.lax.bitcast_convert_type(r, d) if d in _AS_SIGNED else r for r, d in zip(received, dtypes)]
 
 
 def alltoall(tensor, splits=None, name=None, received_splits=None):

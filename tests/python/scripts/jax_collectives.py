@@ -117,6 +117,16 @@ def check_broadcast(rank, size):
             check(result, rank_values(d, (2, 3), root), f"jit broadcast {d.name} from {root}")
 
 
+def check_broadcast_of_unsigned_words(rank, size):
+    """uint32 (Keras' seed state) travels bit for bit as int32."""
+    sent = jnp.asarray(np.array([rank, 2**32 - 1 - rank], np.uint32))
+    expected = np.array([size - 1, 2**32 - size], np.uint32)
+    check(hvd.broadcast(sent, size - 1), expected, "eager broadcast of uint32")
+    check(jax.jit(lambda x: hvd.broadcast(x, size - 1))(sent), expected, "jit broadcast of uint32")
+    tree = jax.jit(lambda t: hvd.broadcast_parameters(t, size - 1))({"seed": sent, "w": jnp.ones(2) * rank})
+    check(tree["seed"], expected, "broadcast_parameters of uint32 in jit")
+
+
 def expected_alltoall(d, rank, size, splits_of):
     pieces = []
     for sender in range(size):
@@ -186,7 +196,7 @@ def check_objects(rank, size):
 def main():
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
-    for check_fn in (check_allreduce, check_grouped_allreduce, check_allgather, check_broadcast, check_alltoall,
+    for check_fn in (check_allreduce, check_grouped_allreduce, check_allgather, check_broadcast, check_broadcast_of_unsigned_words, check_alltoall,
                      check_reducescatter, check_gradients, check_objects):
         check_fn(rank, size)
     hvd.shutdown()
