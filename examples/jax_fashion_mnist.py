@@ -34,6 +34,8 @@ def parse_args():
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=128, help="examples per rank per step")
     parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate for one rank")
+    parser.add_argument("--train-examples", type=int, default=None,
+                        help="train on the first N examples only (quick runs, tests)")
     args = parser.parse_args()
     if min(args.epochs, args.batch_size) < 1 or args.lr <= 0:
         parser.error("--epochs, --batch-size and --lr must be positive")
@@ -91,8 +93,8 @@ def main():
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
     data = load_fashion_mnist()
-    shard = shard_indices(len(data.train_labels), rank, size)
-    steps = (len(data.train_labels) // size) // args.batch_size  # the same on every rank
+    shard = shard_indices(args.train_examples or len(data.train_labels), rank, size)
+    steps = len(shard) // args.batch_size  # the same on every rank (shards are equal)
     keras.utils.set_random_seed(1234 + rank)  # different on purpose: the broadcast aligns them
 
     model = build_model()

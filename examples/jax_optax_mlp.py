@@ -44,12 +44,14 @@ def main():
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=128, help="examples per rank per step")
     parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate for one rank")
+    parser.add_argument("--train-examples", type=int, default=None,
+                        help="train on the first N examples only (quick runs, tests)")
     args = parser.parse_args()
 
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
     data = load_fashion_mnist()
-    shard = shard_indices(len(data.train_labels), rank, size)
+    shard = shard_indices(args.train_examples or len(data.train_labels), rank, size)
     images = data.train_images[shard].reshape(len(shard), -1)
     labels = data.train_labels[shard].astype(np.int32)
 
