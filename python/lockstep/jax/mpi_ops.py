@@ -168,12 +168,21 @@ def reducescatter(tensor, name=None, op=Average, prescale_factor=1.0, postscale_
                          allowed_ops=_REDUCESCATTER_OPS)[0]
 
 
-def barrier():
-    """Return once every rank has called barrier() (eager code only: inside jit a
-    barrier has no data to order it against the surrounding computation)."""
-    _host.barrier()
+def _eager_only(function, what):
+    """`function` refusing to run while JAX traces: it would run once, at trace time,
+    instead of in every execution of the compiled program."""
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        if isinstance(jnp.zeros(()), jax.core.Tracer):  # constants are staged only while tracing
+            raise RuntimeError(f"lockstep.jax.{what}() works eagerly only; call it outside jax.jit")
+        return function(*args, **kwargs)
+
+    return wrapper
 
 
-broadcast_object = _host.broadcast_object
-allgather_object = _host.allgather_object
-join = _host.join
+barrier = _eager_only(_host.barrier, "barrier")
+barrier.__doc__ = "Return once every rank has called barrier() (eager code only)."
+broadcast_object = _eager_only(_host.broadcast_object, "broadcast_object")
+allgather_object = _eager_only(_host.allgather_object, "allgather_object")
+join = _eager_only(_host.join, "join")

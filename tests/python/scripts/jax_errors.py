@@ -30,6 +30,10 @@ def check_trace_time_errors(rank, size):
                  jax.jit(lambda x: hvd.reducescatter(x, op=hvd.Max)), x)
     expect_error(ValueError, ["sizes"], jax.jit(lambda x: hvd.allgather(x, sizes=[5] * size)), x)
     expect_error(ValueError, ["root_rank"], jax.jit(lambda x: hvd.broadcast(x, size)), x)
+    for eager_only in ("barrier", "join"):
+        expect_error(RuntimeError, [f"{eager_only}() works eagerly only"],
+                     jax.jit(lambda x, f=getattr(hvd, eager_only): (f(), x)[1]), x)
+    expect_error(RuntimeError, ["eagerly only"], jax.jit(lambda x: (hvd.broadcast_object(1), x)[1]), x)
 
 
 def check_back_to_back_dispatch(rank, size):
