@@ -9,10 +9,12 @@
    averaged by hvd.DistributedOptimizer (one grouped, fused call), against the same
    step reducing each gradient with its own call (lockstep, and mpi4jax if present).
 Variants alternate round by round; each time is the slowest rank's, and the
-median over rounds is reported. Prints a Markdown table.
+median over rounds is reported. Prints a Markdown table; with --out rank 0 also
+writes the numbers as JSON (what `make bench` collects).
 """
 
 import argparse
+import json
 import time
 
 import jax
@@ -111,25 +113,34 @@ def interleaved(variants, rounds, reps):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", help="JSON file rank 0 writes the results to")
     args = parser.parse_args()
     hvd.init()
     n = hvd.size()
     lines = [f"{n} ranks, jax {jax.__version__}, mpi4jax {'absent' if mpi4jax is None else mpi4jax.__version__}",
              "", "| size | variant | time per call | busbw GB/s |", "|---|---|---|---|"]
+    result = {"benchmark": "jax", "ranks": n, "mpi4jax": None if mpi4jax is None else mpi4jax.__version__,
+              "allreduce": [], "training": []}
     for size_bytes in SIZES:
         big = size_bytes >= 16 << 20
         rounds, reps = (3, 2) if args.quick else ((5, 3) if big else (7, 50))
         for name, seconds in interleaved(allreduce_variants(size_bytes), rounds, reps).items():
             busbw = size_bytes * 2 * (n - 1) / n / seconds / 1e9
             lines.append(f"| {size_bytes} B | {name} | {seconds * 1e6:.1f} us | {busbw:.2f} |")
+            result["allreduce"].append({"size_bytes": size_bytes, "variant": name, "seconds": seconds,
+                                        "busbw_GBps": busbw})
     variants, grad_bytes = training_variants()
     rounds, reps = (3, 2) if args.quick else (7, 10)
     lines += ["", f"Jitted MLP step (8 gradients, {grad_bytes / 2**20:.1f} MiB):", "",
               "| variant | ms per step |", "|---|---|"]
     for name, seconds in interleaved(variants, rounds, reps).items():
         lines.append(f"| {name} | {seconds * 1e3:.2f} |")
+        result["training"].append({"variant": name, "seconds": seconds, "gradient_bytes": grad_bytes})
     if hvd.rank() == 0:
         print("\n".join(lines), flush=True)
+        if args.out:
+            with open(args.out, "w") as stream:
+                json.dump(result, stream, indent=1)
     hvd.shutdown()
 
 
