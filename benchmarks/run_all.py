@@ -1,4 +1,4 @@
-"""`make bench`: run the six benchmarks side by side with their comparators.
+"""`make bench`: run the seven benchmarks side by side with their comparators.
 
 Each benchmark is its own mpirun job (2 ranks; training also 1 rank, shm also 3). The JSON of
 every job, a Markdown report and PNG plots go to results/<date-time>/ (and
