@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "completion_thread.h"
 #include "lockstep/lockstep.h"
 #include "xla/ffi/api/ffi.h"
 
@@ -111,16 +112,19 @@ struct MemberOutput {
   int64_t* received_splits = nullptr;  // null unless the call asked for them
 };
 
-// Counts the members down; the first failure becomes the call's error.
-class Completion {
+// Counts the members down; the first failure becomes the call's error. Results are
+// copied on the core's thread; the future completes on the completion thread.
+class Completion : public std::enable_shared_from_this<Completion> {
  public:
   Completion(std::string name, int members) : name_(std::move(name)), countdown_(members) {}
 
   ffi::Future MakeFuture() { return ffi::Future(countdown_); }
 
   DoneCallback Member(const MemberOutput& output) {
-    return [this, output](const Status& status, OpResult result) {
-      countdown_.CountDown(Finish(output, status, result));
+    std::shared_ptr<Completion> self = shared_from_this();
+    return [self, output](const Status& status, OpResult result) {
+      ffi::Error outcome = self->Finish(output, status, result);
+      PostCompletion([self, outcome] { self->countdown_.CountDown(outcome); });
     };
   }
 
@@ -196,7 +200,7 @@ ffi::Future Run(const CallAttributes& call, ffi::RemainingArgs args, ffi::Remain
   if (!IsInitialized())
     return failed(ffi::Error(ffi::ErrorCode::kFailedPrecondition, NotRunningReason()));
 
-  // Owned by the callbacks: the last one to run frees it (each holds a shared_ptr).
+  // Owned by the callbacks and their posted completions (each holds a shared_ptr).
   auto completion = std::make_shared<Completion>(call.name, static_cast<int>(members));
   std::vector<OpSpec> specs;
   std::vector<DoneCallback> callbacks;
@@ -218,10 +222,7 @@ ffi::Future Run(const CallAttributes& call, ffi::RemainingArgs args, ffi::Remain
     }
     std::string name = members == 1 ? call.name : call.name + "." + std::to_string(i);
     specs.push_back(SpecFor(call, *input, output.data, std::move(name), dtype));
-    DoneCallback member = completion->Member(output);
-    callbacks.push_back([completion, member](const Status& status, OpResult result) {
-      member(status, std::move(result));
-    });
+    callbacks.push_back(completion->Member(output));
   }
   ffi::Future future = completion->MakeFuture();
   try {
