@@ -1,7 +1,11 @@
 """lockstep.jax errors and robustness under mpirun: mismatched shapes inside jit
 fail on every rank with a clear error (no hang) and later collectives still work;
 wrong arguments are refused at trace time; back-to-back asynchronous dispatches of
-one jitted function with many independent collectives complete in order."""
+one jitted function with many independent collectives complete in order; a
+collective whose result is unused still runs once per execution."""
+
+import os
+import tempfile
 
 import jax
 import jax.numpy as jnp
@@ -9,6 +13,7 @@ import numpy as np
 
 import lockstep.jax as hvd
 from rank_checks import assert_equal, expect_error, run_main
+from timeline_checks import read_timeline
 
 
 def check_mismatched_shapes_fail_everywhere(rank, size):
@@ -52,6 +57,25 @@ def check_back_to_back_dispatch(rank, size):
         assert_equal(np.asarray(broadcast), np.full(5, size - 1 + 1 + k, np.float32), f"run {k} broadcast")
 
 
+def check_unused_results_still_run(rank, size):
+    """XLA must neither drop a collective whose result is unused nor run one twice:
+    the timeline (rank 0) shows exactly one allreduce per execution."""
+    unused = jax.jit(lambda x: (hvd.allreduce(x, name="unused_result"), x + 1)[1])
+    jax.block_until_ready(unused(jnp.ones(3)))
+    path = os.path.join(tempfile.gettempdir(), f"lockstep_jax_unused_{os.getpid()}.json")
+    hvd.start_timeline(path)
+    for _ in range(4):
+        jax.block_until_ready(unused(jnp.ones(3)))
+    hvd.stop_timeline()
+    if rank != 0:
+        return
+    events = read_timeline(path)
+    os.remove(path)
+    tracks = {e["tid"] for e in events if e.get("name") == "thread_name" and e["args"]["name"] == "unused_result"}
+    runs = [e for e in events if e.get("tid") in tracks and e.get("ph") == "B" and e["name"] == "MPI_ALLREDUCE"]
+    assert len(runs) == 4, f"an allreduce with an unused result ran {len(runs)} times in 4 executions"
+
+
 def main():
     try:
         jax.jit(lambda x: hvd.allreduce(x))(jnp.ones(2))
@@ -63,6 +87,7 @@ def main():
     rank, size = hvd.rank(), hvd.size()
     check_trace_time_errors(rank, size)
     check_back_to_back_dispatch(rank, size)
+    check_unused_results_still_run(rank, size)
     check_mismatched_shapes_fail_everywhere(rank, size)
     hvd.shutdown()
 
