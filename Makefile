@@ -2,7 +2,7 @@
 #   make setup      system packages, .venv, editable install (idempotent)
 #   make build      CMake build into build/ (C++ tests + lockstep._core)
 #   make test       C++ unit tests, then the Python tests
-#   make demo       FRAMEWORK=numpy|torch|...: Fashion-MNIST on 2 ranks
+#   make demo       FRAMEWORK=numpy|torch|keras|jax: Fashion-MNIST on 2 ranks
 #   make bench      benchmarks/run_all.py
 #   make format     clang-format the C++ sources
 #   make clean      remove build outputs

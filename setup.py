@@ -66,7 +66,7 @@ setup(
     ext_modules=[CMakeExtension("lockstep._core", target="lockstep_python")],
     cmdclass={"build_ext": CMakeBuild},
     install_requires=["numpy"],
-    extras_require={"torch": ["torch"], "test": ["pytest", "pytest-timeout", "mpi4py"]},
+    extras_require={"torch": ["torch"], "jax": ["jax", "jaxlib", "optax"], "test": ["pytest", "pytest-timeout", "mpi4py"]},
     entry_points={"console_scripts": ["lockstep-run = lockstep.run:main"]},
     zip_safe=False,
 )

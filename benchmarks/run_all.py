@@ -1,4 +1,4 @@
-"""`make bench`: run the six benchmarks side by side with their comparators.
+"""`make bench`: run the seven benchmarks side by side with their comparators.
 
 Each benchmark is its own mpirun job (2 ranks; training also 1 rank, shm also 3). The JSON of
 every job, a Markdown report and PNG plots go to results/<date-time>/ (and
@@ -12,6 +12,7 @@ the README shows.
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -25,7 +26,7 @@ import report
 from launcher import BENCH_DIR, REPO_ROOT, LaunchFailed
 
 MIB = 1 << 20
-BENCHMARKS = ("latency", "bandwidth", "gradient_step", "training", "memory", "shm")
+BENCHMARKS = ("latency", "bandwidth", "gradient_step", "training", "memory", "shm", "jax")
 # Alternating 1- and 2-rank launches spreads the machine's drift over both.
 TRAINING_RANKS = (1, 2, 1, 2, 1, 2)
 MEMORY_THRESHOLDS_MIB = (0, 1, 4, 16, 64, 128)
@@ -67,17 +68,17 @@ class Runner:
         return result
 
     def latency(self):
-        return self.launch("1/6 latency, 2 ranks", "bench_latency.py", 2, "latency.json")
+        return self.launch("1/7 latency, 2 ranks", "bench_latency.py", 2, "latency.json")
 
     def bandwidth(self):
-        return self.launch("2/6 bandwidth, 2 ranks", "bench_bandwidth.py", 2, "bandwidth.json")
+        return self.launch("2/7 bandwidth, 2 ranks", "bench_bandwidth.py", 2, "bandwidth.json")
 
     def gradient_step(self):
         settings = {}
         if self.timeline:
             path = os.path.join(self.results_dir, "timeline_gradient_step.json")
             settings = {"LOCKSTEP_TIMELINE": path, "LOCKSTEP_TIMELINE_MARK_CYCLES": "1"}
-        return self.launch("3/6 ResNet-50 gradient step, 2 ranks", "bench_gradient_step.py", 2,
+        return self.launch("3/7 ResNet-50 gradient step, 2 ranks", "bench_gradient_step.py", 2,
                            "gradient_step.json", settings=settings)
 
     def training(self):
@@ -85,7 +86,7 @@ class Runner:
         ranks_list = TRAINING_RANKS[:2] if self.quick else TRAINING_RANKS
         launches = []
         for index, ranks in enumerate(ranks_list):
-            label = f"4/6 training throughput, {ranks} rank(s), launch {index + 1} of {len(ranks_list)}"
+            label = f"4/7 training throughput, {ranks} rank(s), launch {index + 1} of {len(ranks_list)}"
             result = self.launch(label, "bench_training.py", ranks, f"training_{index}_{ranks}ranks.json", data)
             if result is not None:
                 launches.append(result)
@@ -96,7 +97,7 @@ class Runner:
         for settings in memory_settings(self.quick):
             described = ", ".join(f"{name}={value}" for name, value in settings.items())
             name = "memory_" + "_".join(f"{key.split('_')[-1].lower()}{value}" for key, value in settings.items())
-            result = self.launch(f"5/6 memory, {described}", "bench_memory.py", 2, f"{name}.json", settings=settings)
+            result = self.launch(f"5/7 memory, {described}", "bench_memory.py", 2, f"{name}.json", settings=settings)
             if result is not None:
                 rows += result["rows"]
         return {"rows": rows} if rows else None
@@ -105,11 +106,20 @@ class Runner:
     def shm(self):
         rows = []
         for ranks in SHM_RANKS:
-            result = self.launch(f"6/6 shared-memory allreduce vs MPI path, {ranks} ranks", "bench_shm.py", ranks,
+            result = self.launch(f"6/7 shared-memory allreduce vs MPI path, {ranks} ranks", "bench_shm.py", ranks,
                                  f"shm_{ranks}ranks.json")
             if result is not None:
                 rows += [dict(row, ranks=ranks) for row in result["rows"]]
         return {"rows": rows} if rows else None
+
+
+    def jax(self):
+        # Skipped (not failed) where JAX is not installed: it is an optional frontend.
+        if importlib.util.find_spec("jax") is None:
+            print("7/7 JAX inside jit: skipped, jax is not installed", flush=True)
+            return None
+        return self.launch("7/7 JAX collectives and training step inside jit vs mpi4jax, 2 ranks", "bench_jax.py",
+                           2, "jax.json")
 
 
 def memory_settings(quick):

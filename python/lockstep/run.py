@@ -282,10 +282,12 @@ def frontend_available(framework):
         return False
     if spec is None:
         return False
-    if framework == "tensorflow":
-        # Its ops live in a library the build makes only where TensorFlow is importable.
+    # These frontends' kernels live in libraries the build makes only where the
+    # framework is importable.
+    library = {"tensorflow": "_tensorflow_ops.so", "jax": "_jax_ops.so"}.get(framework)
+    if library is not None:
         package_dir = os.path.dirname(os.path.dirname(spec.origin))
-        return os.path.exists(os.path.join(package_dir, "_tensorflow_ops.so"))
+        return os.path.exists(os.path.join(package_dir, library))
     return True
 
 

@@ -1,4 +1,4 @@
-"""lockstep for Keras 3 (TensorFlow and torch backends): Horovod's Keras API.
+"""lockstep for Keras 3 (TensorFlow, torch and JAX backends): Horovod's Keras API.
 
     import keras
     import lockstep.keras as hvd

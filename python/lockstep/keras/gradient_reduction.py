@@ -1,8 +1,10 @@
 """Picks how gradients are averaged for the active Keras backend.
 
 TensorFlow: lockstep.tensorflow's GradientReducer (works inside the compiled
-train step). Torch: one grouped allreduce through lockstep.torch. Both return a
-list in the same order with None entries kept.
+train step). Torch: one grouped allreduce through lockstep.torch. JAX: one
+grouped allreduce through lockstep.jax, which inside the jitted train step of
+model.fit (optimizer.stateless_apply calls apply) is one fused XLA custom call.
+All return a list in the same order with None entries kept.
 """
 
 import keras
@@ -10,7 +12,7 @@ import keras
 from lockstep.common.ops import Average, Sum, predivided_scaling
 from lockstep.keras.compression import resolve
 
-SUPPORTED_BACKENDS = ("tensorflow", "torch")
+SUPPORTED_BACKENDS = ("tensorflow", "torch", "jax")
 
 
 def make_gradient_reducer(compression, sparse_as_dense, op, gradient_predivide_factor):
@@ -23,8 +25,10 @@ def make_gradient_reducer(compression, sparse_as_dense, op, gradient_predivide_f
                                gradient_predivide_factor)
     if backend == "torch":
         return TorchGradientReducer(compression, op, gradient_predivide_factor)
+    if backend == "jax":
+        return JaxGradientReducer(compression, op, gradient_predivide_factor)
     raise ValueError(
-        f"lockstep.keras supports the {' and '.join(SUPPORTED_BACKENDS)} Keras backends, not {backend!r} "
+        f"lockstep.keras supports the {', '.join(SUPPORTED_BACKENDS)} Keras backends, not {backend!r} "
         "(set KERAS_BACKEND before importing keras)"
     )
 
@@ -37,7 +41,10 @@ class TorchGradientReducer:
         import lockstep.torch
 
         self._frontend = lockstep.torch
-        self.compression = resolve(compression, lockstep.torch.Compression)
+        self._init(resolve(compression, lockstep.torch.Compression), op, gradient_predivide_factor)
+
+    def _init(self, compression, op, gradient_predivide_factor):
+        self.compression = compression
         if op not in (Average, Sum):
             raise ValueError(f"gradients can be reduced with op=Average or op=Sum, got op={op!r}")
         self.op = op
@@ -48,9 +55,31 @@ class TorchGradientReducer:
         positions = [position for position, gradient in enumerate(gradients) if gradient is not None]
         if not positions:
             return reduced
-        outputs = self._frontend.grouped_allreduce(
-            [gradients[p] for p in positions], compression=self.compression, op=self.op,
-            prescale_factor=self.prescale, postscale_factor=self.postscale)
+        outputs = self._allreduce([gradients[p] for p in positions])
         for position, output in zip(positions, outputs):
             reduced[position] = output
         return reduced
+
+    def _allreduce(self, tensors):
+        return self._frontend.grouped_allreduce(tensors, compression=self.compression, op=self.op,
+                                                prescale_factor=self.prescale, postscale_factor=self.postscale)
+
+
+class JaxGradientReducer(TorchGradientReducer):
+    """Averages JAX gradients with one grouped allreduce (traced inside model.fit's
+    jitted step, eager otherwise). lockstep.jax has no compression: a compressor
+    other than none is refused rather than ignored."""
+
+    def __init__(self, compression, op, gradient_predivide_factor):
+        import lockstep.jax
+
+        from lockstep.keras.compression import Compression
+
+        if compression not in (None, Compression.none):
+            raise ValueError("gradient compression is not available on the Keras JAX backend; use Compression.none")
+        self._frontend = lockstep.jax
+        self._init(None, op, gradient_predivide_factor)
+
+    def _allreduce(self, tensors):
+        return self._frontend.grouped_allreduce(tensors, op=self.op, prescale_factor=self.prescale,
+                                                postscale_factor=self.postscale)

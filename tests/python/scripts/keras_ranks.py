@@ -1,5 +1,5 @@
 """Rank script for lockstep.keras under the backend named by KERAS_BACKEND
-(tensorflow or torch): every check in one launch, since imports dominate.
+(tensorflow, torch or jax): every check in one launch, since imports dominate.
 
 argv[1]: a directory shared by the ranks, for the checkpoint.
 """
@@ -16,6 +16,8 @@ def limit_threads():
         import torch
 
         torch.set_num_threads(1)
+    elif os.environ.get("KERAS_BACKEND") == "jax":
+        pass  # XLA:CPU sizes its own thread pool; nothing to limit up front
     else:
         import tensorflow as tf
 

@@ -106,6 +106,9 @@ def check_mismatched_shapes_fail_fit(rank, size):
     features, labels = local_shard(global_data(), rank, size)
     try:
         model.fit(features, labels, batch_size=GLOBAL_BATCH // size, epochs=1, verbose=0)
+        # JAX runs steps asynchronously and reports a failed step when its results are
+        # read (fit with verbose=0 reads none).
+        weights_of(model)
     except Exception as error:  # noqa: BLE001 - the backend decides the wrapper type
         message = str(error)
         assert "Mismatched shapes" in message and "rank 1 sent" in message, (

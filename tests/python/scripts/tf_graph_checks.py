@@ -2,7 +2,6 @@
 fused by the core (read from the timeline), join/barrier, variable broadcasts,
 TF1 sessions with BroadcastGlobalVariablesHook, and errors."""
 
-import json
 import os
 import tempfile
 
@@ -11,24 +10,9 @@ import tensorflow as tf
 
 import lockstep.tensorflow as hvd
 from rank_checks import assert_equal, expect_error
+from timeline_checks import fused_share, read_timeline
 
 INDEPENDENT_ALLREDUCES, FUSION_RUNS = 8, 10
-
-
-def read_timeline(path):
-    with open(path) as stream:
-        text = stream.read().rstrip().rstrip(",")
-    return json.loads(text if text.endswith("]") else text + "]")
-
-
-def fused_share(events, name_prefix):
-    """Fraction of the allreduces named name_prefix* that went through the fusion
-    buffer, i.e. shared one MPI call with at least one other tensor."""
-    track_names = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name"}
-    ours = {tid for tid, name in track_names.items() if name.startswith(name_prefix)}
-    launches = [e for e in events if e.get("tid") in ours and e.get("ph") == "B" and e["name"] == "MPI_ALLREDUCE"]
-    fused = [e for e in events if e.get("tid") in ours and e.get("name") == "MEMCPY_IN_FUSION_BUFFER"]
-    return len(fused) / max(1, len(launches)), len(launches)
 
 
 def check_independent_allreduces_fuse(rank, size):

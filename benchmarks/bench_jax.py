@@ -1,0 +1,148 @@
+"""JAX benchmark: lockstep's collectives inside jax.jit, side by side.
+
+    mpirun -np 2 python benchmarks/bench_jax.py [--quick]
+
+1. Allreduce (float32 Sum) latency and bus bandwidth of one jitted call, against
+   raw MPI_Allreduce through mpi4py on the same host buffer, and mpi4jax's
+   allreduce inside jit when mpi4jax is installed.
+2. A jitted MLP training step (value_and_grad + optax SGD) whose gradients are
+   averaged by hvd.DistributedOptimizer (one grouped, fused call), against the same
+   step reducing each gradient with its own call (lockstep, and mpi4jax if present).
+Variants alternate round by round; each time is the slowest rank's, and the
+median over rounds is reported. Prints a Markdown table; with --out rank 0 also
+writes the numbers as JSON (what `make bench` collects).
+"""
+
+import argparse
+import json
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from mpi4py import MPI
+
+import lockstep.jax as hvd
+
+try:
+    import mpi4jax
+except ImportError:  # optional comparator
+    mpi4jax = None
+
+COMM = MPI.COMM_WORLD
+SIZES = (4, 64 << 10, 1 << 20, 16 << 20, 64 << 20)
+
+
+def timed(fn, reps):
+    """Seconds per call of fn (which blocks), the slowest rank's."""
+    COMM.Barrier()
+    start = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    elapsed = (time.perf_counter() - start) / reps
+    return COMM.allreduce(elapsed, op=MPI.MAX)
+
+
+def allreduce_variants(size_bytes):
+    count = size_bytes // 4
+    x = jnp.ones(count, jnp.float32)
+    host, received = np.ones(count, np.float32), np.empty(count, np.float32)
+    lockstep_jit = jax.jit(lambda v: hvd.allreduce(v, op=hvd.Sum, name=f"bench.{size_bytes}"))
+    variants = {
+        "lockstep jit": lambda: lockstep_jit(x).block_until_ready(),
+        "MPI_Allreduce (mpi4py, host)": lambda: COMM.Allreduce(host, received, op=MPI.SUM),
+    }
+    if mpi4jax is not None:
+        m4j = jax.jit(lambda v: mpi4jax.allreduce(v, op=MPI.SUM, comm=COMM))
+        variants["mpi4jax jit"] = lambda: m4j(x).block_until_ready()
+    return variants
+
+
+def init_mlp(sizes):
+    keys = jax.random.split(jax.random.PRNGKey(0), len(sizes) - 1)
+    return [{"w": jax.random.normal(k, (a, b)) * 0.05, "b": jnp.zeros(b)}
+            for k, (a, b) in zip(keys, zip(sizes[:-1], sizes[1:]))]
+
+
+def loss_fn(params, x, y):
+    for layer in params[:-1]:
+        x = jax.nn.relu(x @ layer["w"] + layer["b"])
+    logits = x @ params[-1]["w"] + params[-1]["b"]
+    return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+
+def training_variants():
+    params = init_mlp((784, 1024, 1024, 512, 10))
+    x = jnp.asarray(np.random.default_rng(hvd.rank()).normal(size=(64, 784)).astype(np.float32))
+    y = jnp.zeros(64, jnp.int32)
+    sgd = optax.sgd(0.01)
+
+    def make(reduce):
+        @jax.jit
+        def step(params, state):
+            grads = jax.grad(loss_fn)(params, x, y)
+            updates, state = sgd.update(reduce(grads), state, params)
+            return optax.apply_updates(params, updates), state
+        state = sgd.init(params)
+        return lambda: jax.block_until_ready(step(params, state))
+
+    grouped = hvd.DistributedOptimizer(optax.identity())
+    n = hvd.size()
+    variants = {
+        "lockstep DistributedOptimizer (one grouped call)": make(lambda g: grouped.update(g, ())[0]),
+        "lockstep, one allreduce per gradient": make(lambda g: jax.tree.map(lambda t: hvd.allreduce(t), g)),
+    }
+    if mpi4jax is not None:
+        variants["mpi4jax, one allreduce per gradient"] = make(
+            lambda g: jax.tree.map(lambda t: mpi4jax.allreduce(t, op=MPI.SUM, comm=COMM) / n, g))
+    return variants, sum(leaf.size * 4 for leaf in jax.tree.leaves(params))
+
+
+def interleaved(variants, rounds, reps):
+    for fn in variants.values():  # compile and warm up
+        for _ in range(3):
+            fn()
+    samples = {name: [] for name in variants}
+    for _ in range(rounds):
+        for name, fn in variants.items():
+            samples[name].append(timed(fn, reps))
+    return {name: float(np.median(s)) for name, s in samples.items()}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", help="JSON file rank 0 writes the results to")
+    args = parser.parse_args()
+    hvd.init()
+    n = hvd.size()
+    lines = [f"{n} ranks, jax {jax.__version__}, mpi4jax {'absent' if mpi4jax is None else mpi4jax.__version__}",
+             "", "| size | variant | time per call | busbw GB/s |", "|---|---|---|---|"]
+    result = {"benchmark": "jax", "ranks": n, "mpi4jax": None if mpi4jax is None else mpi4jax.__version__,
+              "allreduce": [], "training": []}
+    for size_bytes in SIZES:
+        big = size_bytes >= 16 << 20
+        rounds, reps = (3, 2) if args.quick else ((5, 3) if big else (7, 50))
+        for name, seconds in interleaved(allreduce_variants(size_bytes), rounds, reps).items():
+            busbw = size_bytes * 2 * (n - 1) / n / seconds / 1e9
+            lines.append(f"| {size_bytes} B | {name} | {seconds * 1e6:.1f} us | {busbw:.2f} |")
+            result["allreduce"].append({"size_bytes": size_bytes, "variant": name, "seconds": seconds,
+                                        "busbw_GBps": busbw})
+    variants, grad_bytes = training_variants()
+    rounds, reps = (3, 2) if args.quick else (7, 10)
+    lines += ["", f"Jitted MLP step (8 gradients, {grad_bytes / 2**20:.1f} MiB):", "",
+              "| variant | ms per step |", "|---|---|"]
+    for name, seconds in interleaved(variants, rounds, reps).items():
+        lines.append(f"| {name} | {seconds * 1e3:.2f} |")
+        result["training"].append({"variant": name, "seconds": seconds, "gradient_bytes": grad_bytes})
+    if hvd.rank() == 0:
+        print("\n".join(lines), flush=True)
+        if args.out:
+            with open(args.out, "w") as stream:
+                json.dump(result, stream, indent=1)
+    hvd.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""Collectives on traced JAX values: one XLA FFI custom call per collective (a
+whole pytree is one call, so the core fuses it), with the negotiation name fixed
+at trace time.
+
+Output shapes must be static inside jit, while allgather, alltoall and
+reducescatter results are only sized after negotiation. So:
+- allgather assumes every rank has this rank's first dimension, unless `sizes`
+  (every rank's first dimension) is given;
+- alltoall without splits assumes every rank has this rank's shape; with splits it
+  also needs `received_splits` (rows from each rank);
+- reducescatter gives the first ranks the extra rows, as the core does.
+A rank whose actual result differs from the traced shape gets a clear error.
+"""
+
+import jax
+import numpy as np
+
+from lockstep import _core
+from lockstep.common import basics, validation
+from lockstep.common.ops import Average, to_core_reduce_op
+from lockstep.jax import ffi_library, naming
+
+_NO_SPLITS = np.zeros(0, np.int64)
+
+
+def call(op_type, kind, inputs, out_types, name, reduce_op=Average, prescale=1.0, postscale=1.0,
+         root_rank=0, splits=_NO_SPLITS, allowed_ops=None):
+    """Bind one custom call over `inputs` (a list) producing `out_types` (a list of
+    jax.ShapeDtypeStruct); returns the list of outputs."""
+    basics.require_initialized()  # at trace time, so the error is not deferred to a run
+    target = ffi_library.ensure_registered()
+    core_op = int(to_core_reduce_op(reduce_op, allowed_ops, kind)) if allowed_ops else 0
+    attributes = dict(
+        op=np.int32(int(op_type)),
+        name=naming.traced_name(kind, name),
+        reduce_op=np.int32(core_op),
+        prescale=np.float64(validation.as_scale_factor(prescale, "prescale_factor")),
+        postscale=np.float64(validation.as_scale_factor(postscale, "postscale_factor")),
+        root_rank=np.int32(root_rank),
+        splits=np.asarray(splits, np.int64),
+    )
+    run = jax.ffi.ffi_call(target, list(out_types), has_side_effect=True)
+    return list(run(*inputs, **attributes))
+
+
+def same_shape(x):
+    return jax.ShapeDtypeStruct(x.shape, x.dtype)
+
+
+def with_rows(x, rows):
+    return jax.ShapeDtypeStruct((rows,) + tuple(x.shape[1:]), x.dtype)
+
+
+def allgather_rows(x, sizes):
+    validation.check_has_first_dim(x.shape, "allgather")
+    if sizes is None:
+        return x.shape[0] * basics.size()
+    sizes = [validation.as_int(s, "each entry of sizes") for s in sizes]
+    if len(sizes) != basics.size() or sizes[basics.rank()] != x.shape[0]:
+        raise ValueError(
+            f"allgather sizes={sizes} must give every rank's first dimension ({basics.size()} entries), "
+            f"with this rank's ({x.shape[0]}) at index {basics.rank()}"
+        )
+    return sum(sizes)
+
+
+def reducescatter_rows(x):
+    validation.check_has_first_dim(x.shape, "reducescatter")
+    rows, n, me = x.shape[0], basics.size(), basics.rank()
+    return rows // n + (1 if me < rows % n else 0)
+
+
+def alltoall_layout(x, splits, received_splits):
+    """(splits to send, rows received) for a traced alltoall."""
+    validation.check_has_first_dim(x.shape, "alltoall")
+    rows, n = x.shape[0], basics.size()
+    if splits is None:
+        validation.check_even_split(rows, n)
+        return _NO_SPLITS, rows
+    try:
+        splits = np.asarray(splits)
+    except jax.errors.TracerArrayConversionError:
+        raise ValueError("alltoall inside jax.jit needs concrete splits (a list or numpy array), not a traced array") from None
+    counts = validation.check_splits(splits, n, rows)
+    if received_splits is None:
+        raise ValueError(
+            "alltoall with splits inside jax.jit needs received_splits= (rows this rank receives from each "
+            "rank), because the result's shape must be known when tracing"
+        )
+    received = validation.check_splits(received_splits, n, sum(int(r) for r in received_splits))
+    return np.asarray(counts, np.int64), sum(received)
+
+
+OP = _core.OpType

@@ -1,0 +1,206 @@
+"""lockstep.jax under mpirun: every collective and dtype (bfloat16 included),
+eagerly and inside jax.jit, with exact values; grouped allreduce of a pytree;
+many independent collectives in one jitted function, repeated; gradients through
+allreduce, eagerly and under jit."""
+
+import jax
+
+jax.config.update("jax_enable_x64", True)  # int64 and float64 arrays exist only with x64
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import lockstep.jax as hvd  # noqa: E402
+from data_movement import encoded_rows, scatter_counts, uneven_splits  # noqa: E402
+from rank_checks import (  # noqa: E402
+    ALL_DTYPES,
+    BOOL,
+    FLOAT_DTYPES,
+    NUMERIC_DTYPES,
+    assert_equal,
+    average_values,
+    expected_reduction,
+    product_values,
+    rank_values,
+    run_main,
+)
+
+OPS = {"Sum": hvd.Sum, "Average": hvd.Average, "Min": hvd.Min, "Max": hvd.Max, "Product": hvd.Product}
+
+
+def inputs_for(dtype, shape, op_name, size):
+    if op_name == "Product":
+        return [product_values(dtype, shape, r) for r in range(size)]
+    if op_name == "Average":
+        return [average_values(dtype, shape, r, size) for r in range(size)]
+    return [rank_values(dtype, shape, r) for r in range(size)]
+
+
+def check(actual, expected, what):
+    assert isinstance(actual, jax.Array), f"{what}: expected a jax.Array, got {type(actual).__name__}"
+    assert_equal(np.asarray(actual), expected, what)
+
+
+def allreduce_cases(size):
+    """(key, input on each rank, op, prescale, postscale, expected) for every dtype x op, and scaling."""
+    cases = []
+    for dtype in ALL_DTYPES:
+        for op_name in (["Sum", "Min", "Max", "Product"] if dtype == BOOL else list(OPS)):
+            for shape in [(3, 4), ()]:
+                inputs = inputs_for(dtype, shape, op_name, size)
+                cases.append((f"{dtype.name} {op_name} {shape}", inputs, op_name, 1.0, 1.0,
+                              expected_reduction(inputs, dtype, op_name, size)))
+    for dtype in NUMERIC_DTYPES:
+        prescale, postscale = (0.5, 4.0) if dtype in FLOAT_DTYPES else (2.0, 3.0)
+        inputs = inputs_for(dtype, (5,), "Sum", size)
+        cases.append((f"{dtype.name} Sum scaled", inputs, "Sum", prescale, postscale,
+                      expected_reduction(inputs, dtype, "Sum", size, prescale, postscale)))
+    return cases
+
+
+def check_allreduce(rank, size):
+    cases = allreduce_cases(size)
+    for key, inputs, op_name, pre, post, expected in cases:
+        check(hvd.allreduce(jnp.asarray(inputs[rank]), op=OPS[op_name], prescale_factor=pre,
+                            postscale_factor=post), expected, f"eager allreduce {key}")
+
+    # Every case in one jitted function: independent collectives XLA may order freely.
+    @jax.jit
+    def all_cases(xs):
+        return [hvd.allreduce(x, op=OPS[op_name], prescale_factor=pre, postscale_factor=post)
+                for x, (_, _, op_name, pre, post, _) in zip(xs, cases)]
+
+    mine = [jnp.asarray(inputs[rank]) for _, inputs, *_ in cases]
+    for repeat in range(3):
+        for result, (key, *_, expected) in zip(all_cases(mine), cases):
+            check(result, expected, f"jit allreduce {key} (run {repeat})")
+    print(f"rank {rank}: {len(cases)} allreduces in one jitted function, 3 runs", flush=True)
+
+
+def check_grouped_allreduce(rank, size):
+    tree = {"w": jnp.asarray(rank_values(np.dtype(np.float32), (4, 3), rank)),
+            "b": [jnp.asarray(rank_values(FLOAT_DTYPES[1], (3,), rank)), jnp.asarray(rank_values(np.dtype(np.int32), (2,), rank))]}
+    per_rank = [{"w": rank_values(np.dtype(np.float32), (4, 3), r),
+                 "b": [rank_values(FLOAT_DTYPES[1], (3,), r), rank_values(np.dtype(np.int32), (2,), r)]}
+                for r in range(size)]
+    expected = jax.tree.map(lambda *xs: expected_reduction(list(xs), xs[0].dtype, "Sum", size), *per_rank)
+    for label, fn in [("eager", hvd.grouped_allreduce), ("jit", jax.jit(hvd.grouped_allreduce, static_argnames="op"))]:
+        for repeat in range(2):
+            result = fn(tree, op=hvd.Sum)
+            assert jax.tree.structure(result) == jax.tree.structure(tree), f"{label} grouped_allreduce keeps the pytree"
+            jax.tree.map(lambda a, e: check(a, e, f"{label} grouped_allreduce (run {repeat})"), result, expected)
+
+
+def check_allgather(rank, size):
+    rows_of = lambda r: r + 1  # noqa: E731 (uneven first dimensions)
+    sizes = [rows_of(r) for r in range(size)]
+    dtypes = ALL_DTYPES
+    parts = {d: [encoded_rows(d, r, rows_of(r)) for r in range(size)] for d in dtypes}
+    for d in dtypes:
+        check(hvd.allgather(jnp.asarray(parts[d][rank])), np.concatenate(parts[d]), f"eager allgather {d.name}")
+    gather_all = jax.jit(lambda xs: [hvd.allgather(x, sizes=sizes) for x in xs])
+    even = jax.jit(lambda x: hvd.allgather(x))
+    for repeat in range(2):
+        for d, result in zip(dtypes, gather_all([jnp.asarray(parts[d][rank]) for d in dtypes])):
+            check(result, np.concatenate(parts[d]), f"jit allgather {d.name} with sizes (run {repeat})")
+        same = [encoded_rows(BOOL, r, 2) for r in range(size)]
+        check(even(jnp.asarray(same[rank])), np.concatenate(same), "jit allgather of equal first dimensions")
+
+
+def check_broadcast(rank, size):
+    for root in range(size):
+        for d in ALL_DTYPES:
+            sent = jnp.asarray(rank_values(d, (2, 3), rank))
+            check(hvd.broadcast(sent, root), rank_values(d, (2, 3), root), f"eager broadcast {d.name} from {root}")
+        jitted = jax.jit(lambda xs, root=root: [hvd.broadcast(x, root) for x in xs])
+        for d, result in zip(ALL_DTYPES, jitted([jnp.asarray(rank_values(d, (2, 3), rank)) for d in ALL_DTYPES])):
+            check(result, rank_values(d, (2, 3), root), f"jit broadcast {d.name} from {root}")
+
+
+def check_broadcast_of_unsigned_words(rank, size):
+    """uint32 (Keras' seed state) travels bit for bit as int32."""
+    sent = jnp.asarray(np.array([rank, 2**32 - 1 - rank], np.uint32))
+    expected = np.array([size - 1, 2**32 - size], np.uint32)
+    check(hvd.broadcast(sent, size - 1), expected, "eager broadcast of uint32")
+    check(jax.jit(lambda x: hvd.broadcast(x, size - 1))(sent), expected, "jit broadcast of uint32")
+    tree = jax.jit(lambda t: hvd.broadcast_parameters(t, size - 1))({"seed": sent, "w": jnp.ones(2) * rank})
+    check(tree["seed"], expected, "broadcast_parameters of uint32 in jit")
+
+
+def expected_alltoall(d, rank, size, splits_of):
+    pieces = []
+    for sender in range(size):
+        splits = splits_of(sender)
+        rows = encoded_rows(d, sender, sum(splits))
+        start = sum(splits[:rank])
+        pieces.append(rows[start:start + splits[rank]])
+    return np.concatenate(pieces)
+
+
+def check_alltoall(rank, size):
+    even = lambda s: [2] * size  # noqa: E731
+    for d in ALL_DTYPES:
+        sent = jnp.asarray(encoded_rows(d, rank, 2 * size))
+        check(hvd.alltoall(sent), expected_alltoall(d, rank, size, even), f"eager alltoall {d.name}")
+        check(jax.jit(hvd.alltoall)(sent), expected_alltoall(d, rank, size, even), f"jit alltoall {d.name}")
+        splits = uneven_splits(rank, size)
+        received = [uneven_splits(s, size)[rank] for s in range(size)]
+        sent = jnp.asarray(encoded_rows(d, rank, sum(splits)))
+        expected = expected_alltoall(d, rank, size, lambda s: uneven_splits(s, size))
+        result, got_splits = hvd.alltoall(sent, splits=splits)
+        check(result, expected, f"eager alltoall with splits {d.name}")
+        check(got_splits, np.array(received, np.int32), f"eager alltoall received splits {d.name}")
+        result, got_splits = jax.jit(lambda x: hvd.alltoall(x, splits=splits, received_splits=received))(sent)
+        check(result, expected, f"jit alltoall with splits {d.name}")
+        check(got_splits, np.array(received, np.int32), f"jit alltoall received splits {d.name}")
+
+
+def check_reducescatter(rank, size):
+    for d in ALL_DTYPES:
+        for op_name in (["Sum"] if d == BOOL else ["Sum", "Average"]):
+            rows = 2 * size + 1
+            make = average_values if op_name == "Average" else (lambda dt, s, r, n: rank_values(dt, s, r))
+            inputs = [make(d, (rows, 3), r, size) for r in range(size)]
+            counts = scatter_counts(rows, size)
+            start = sum(counts[:rank])
+            expected = expected_reduction(inputs, d, op_name, size)[start:start + counts[rank]]
+            x = jnp.asarray(inputs[rank])
+            check(hvd.reducescatter(x, op=OPS[op_name]), expected, f"eager reducescatter {d.name} {op_name}")
+            jitted = jax.jit(lambda x, op=OPS[op_name]: hvd.reducescatter(x, op=op))
+            check(jitted(x), expected, f"jit reducescatter {d.name} {op_name}")
+
+
+def check_gradients(rank, size):
+    x = jnp.arange(4, dtype=jnp.float32) + rank
+    total = sum(np.arange(4, dtype=np.float32) + r for r in range(size))
+    for op_name, scale in [("Sum", 1.0), ("Average", 1.0 / size)]:
+        # loss = sum(allreduce(x)^2); d loss / d x_r = sum over ranks of 2 * y * scale.
+        y = total * scale
+        expected = (2 * y * scale * size).astype(np.float32)
+        loss = lambda x, op=OPS[op_name]: jnp.sum(hvd.allreduce(x, op=op) ** 2)  # noqa: E731
+        check(jax.grad(loss)(x), expected, f"eager grad through allreduce {op_name}")
+        check(jax.jit(jax.grad(loss))(x), expected, f"jit grad through allreduce {op_name}")
+    scaled = lambda x: jnp.sum(hvd.allreduce(x, op=hvd.Sum, prescale_factor=2.0, postscale_factor=0.5))  # noqa: E731
+    check(jax.jit(jax.grad(scaled))(x), np.full(4, size, np.float32), "grad with pre/postscale")
+    tree_loss = lambda t: sum(jnp.sum(v) for v in jax.tree.leaves(hvd.grouped_allreduce(t, op=hvd.Sum)))  # noqa: E731
+    grads = jax.jit(jax.grad(tree_loss))({"a": x, "b": jnp.ones(2, jnp.bfloat16)})
+    check(grads["a"], np.full(4, size, np.float32), "grad through grouped_allreduce")
+
+
+def check_objects(rank, size):
+    assert hvd.broadcast_object({"from": rank}, root_rank=size - 1) == {"from": size - 1}, "broadcast_object"
+    assert hvd.allgather_object(rank * 2) == [r * 2 for r in range(size)], "allgather_object"
+    hvd.barrier()
+
+
+def main():
+    hvd.init()
+    rank, size = hvd.rank(), hvd.size()
+    for check_fn in (check_allreduce, check_grouped_allreduce, check_allgather, check_broadcast, check_broadcast_of_unsigned_words, check_alltoall,
+                     check_reducescatter, check_gradients, check_objects):
+        check_fn(rank, size)
+    hvd.shutdown()
+
+
+if __name__ == "__main__":
+    run_main(main)

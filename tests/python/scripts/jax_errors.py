@@ -1,0 +1,96 @@
+"""lockstep.jax errors and robustness under mpirun: mismatched shapes inside jit
+fail on every rank with a clear error (no hang) and later collectives still work;
+wrong arguments are refused at trace time; back-to-back asynchronous dispatches of
+one jitted function with many independent collectives complete in order; a
+collective whose result is unused still runs once per execution."""
+
+import os
+import tempfile
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import lockstep.jax as hvd
+from rank_checks import assert_equal, expect_error, run_main
+from timeline_checks import read_timeline
+
+
+def check_mismatched_shapes_fail_everywhere(rank, size):
+    bad = jax.jit(lambda x: hvd.allreduce(x, op=hvd.Sum))
+    x = jnp.ones(3 + rank, jnp.float32)  # a different shape on every rank
+    error = expect_error(Exception, ["shape"], lambda: jax.block_until_ready(bad(x)))
+    print(f"rank {rank}: mismatch inside jit raised {type(error).__name__}: {str(error).splitlines()[0]}", flush=True)
+    uneven = jax.jit(lambda x: hvd.allgather(x))  # traced for equal first dimensions
+    if size == 2:  # every rank's traced size (2 * rows) differs from the 1 + 2 rows gathered
+        expect_error(Exception, ["sizes="], lambda: jax.block_until_ready(uneven(jnp.ones((1 + rank, 2)))))
+    good = jax.jit(lambda x: hvd.allreduce(x, op=hvd.Sum))(jnp.ones(4, jnp.float32))
+    assert_equal(np.asarray(good), np.full(4, size, np.float32), "a collective after the failed ones")
+
+
+def check_trace_time_errors(rank, size):
+    x = jnp.ones((2 * size, 2), jnp.float32)
+    expect_error(ValueError, ["received_splits"], jax.jit(lambda x: hvd.alltoall(x, splits=[2] * size)), x)
+    expect_error(ValueError, ["does not support reduce op max"],
+                 jax.jit(lambda x: hvd.reducescatter(x, op=hvd.Max)), x)
+    expect_error(ValueError, ["sizes"], jax.jit(lambda x: hvd.allgather(x, sizes=[5] * size)), x)
+    expect_error(ValueError, ["root_rank"], jax.jit(lambda x: hvd.broadcast(x, size)), x)
+    for eager_only in ("barrier", "join"):
+        expect_error(RuntimeError, [f"{eager_only}() works eagerly only"],
+                     jax.jit(lambda x, f=getattr(hvd, eager_only): (f(), x)[1]), x)
+    expect_error(RuntimeError, ["eagerly only"], jax.jit(lambda x: (hvd.broadcast_object(1), x)[1]), x)
+
+
+def check_back_to_back_dispatch(rank, size):
+    @jax.jit
+    def many(xs):
+        sums = [hvd.allreduce(x, op=hvd.Sum) for x in xs]
+        gathered = hvd.allgather(xs[0])
+        return sums, gathered, hvd.broadcast(xs[1], size - 1)
+
+    runs = [many([jnp.full(5, rank + i + k, jnp.float32) for i in range(12)]) for k in range(6)]  # no waiting
+    for k, (sums, gathered, broadcast) in enumerate(runs):
+        for i, s in enumerate(sums):
+            assert_equal(np.asarray(s), np.full(5, sum(r + i + k for r in range(size)), np.float32), f"run {k} sum {i}")
+        assert_equal(np.asarray(gathered), np.concatenate([np.full(5, r + k, np.float32) for r in range(size)]),
+                     f"run {k} allgather")
+        assert_equal(np.asarray(broadcast), np.full(5, size - 1 + 1 + k, np.float32), f"run {k} broadcast")
+
+
+def check_unused_results_still_run(rank, size):
+    """XLA must neither drop a collective whose result is unused nor run one twice:
+    the timeline (rank 0) shows exactly one allreduce per execution."""
+    unused = jax.jit(lambda x: (hvd.allreduce(x, name="unused_result"), x + 1)[1])
+    jax.block_until_ready(unused(jnp.ones(3)))
+    path = os.path.join(tempfile.gettempdir(), f"lockstep_jax_unused_{os.getpid()}.json")
+    hvd.start_timeline(path)
+    for _ in range(4):
+        jax.block_until_ready(unused(jnp.ones(3)))
+    hvd.stop_timeline()
+    if rank != 0:
+        return
+    events = read_timeline(path)
+    os.remove(path)
+    tracks = {e["tid"] for e in events if e.get("name") == "thread_name" and e["args"]["name"] == "unused_result"}
+    runs = [e for e in events if e.get("tid") in tracks and e.get("ph") == "B" and e["name"] == "MPI_ALLREDUCE"]
+    assert len(runs) == 4, f"an allreduce with an unused result ran {len(runs)} times in 4 executions"
+
+
+def main():
+    try:
+        jax.jit(lambda x: hvd.allreduce(x))(jnp.ones(2))
+    except Exception as error:  # noqa: BLE001 (checked below)
+        assert "init" in str(error).lower(), f"use before init: {error}"
+    else:
+        raise AssertionError("an allreduce before init() must fail")
+    hvd.init()
+    rank, size = hvd.rank(), hvd.size()
+    check_trace_time_errors(rank, size)
+    check_back_to_back_dispatch(rank, size)
+    check_unused_results_still_run(rank, size)
+    check_mismatched_shapes_fail_everywhere(rank, size)
+    hvd.shutdown()
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,135 @@
+"""lockstep.jax training under mpirun: DistributedOptimizer inside a jitted step
+matches single-process training on the full batch (also with
+backward_passes_per_step and gradient_predivide_factor), broadcast_parameters,
+the core fusing a gradient pytree reduced in one call, and alltoall's received
+splits without jax_enable_x64."""
+
+import os
+import tempfile
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+import lockstep.jax as hvd
+from rank_checks import assert_equal, run_main
+from timeline_checks import fused_share, read_timeline
+
+FEATURES, HIDDEN, CLASSES, PER_RANK = 6, 16, 3, 8
+
+
+def init_params(seed):
+    k1, k2 = jax.random.split(jax.random.PRNGKey(seed))
+    return {"dense1": {"w": jax.random.normal(k1, (FEATURES, HIDDEN)) * 0.3, "b": jnp.zeros(HIDDEN)},
+            "dense2": {"w": jax.random.normal(k2, (HIDDEN, CLASSES)) * 0.3, "b": jnp.zeros(CLASSES)}}
+
+
+def loss_fn(params, x, y):
+    hidden = jnp.tanh(x @ params["dense1"]["w"] + params["dense1"]["b"])
+    logits = hidden @ params["dense2"]["w"] + params["dense2"]["b"]
+    return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+
+def batches(size, steps):
+    """The same global batches on every rank; rank r trains on rows [r*PER_RANK, (r+1)*PER_RANK)."""
+    rng = np.random.default_rng(7)
+    for _ in range(steps):
+        x = rng.normal(size=(PER_RANK * size, FEATURES)).astype(np.float32)
+        yield jnp.asarray(x), jnp.asarray((x[:, 0] > 0).astype(np.int32) + (x[:, 1] > 0.5))
+
+
+def make_step(tx):
+    @jax.jit
+    def step(params, state, x, y):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        updates, state = tx.update(grads, state, params)
+        return optax.apply_updates(params, updates), state, loss
+    return step
+
+
+def shard(x, rank):
+    return x[rank * PER_RANK:(rank + 1) * PER_RANK]
+
+
+def check_broadcast_parameters(rank, size):
+    params = hvd.broadcast_parameters(init_params(seed=100 + rank), root_rank=0)
+    jax.tree.map(lambda a, e: assert_equal(np.asarray(a), np.asarray(e), "broadcast_parameters"),
+                 params, init_params(seed=100))
+    state = optax.adam(1e-2).init(params)
+    state = jax.jit(lambda s: hvd.broadcast_parameters(s, root_rank=size - 1))(state)
+    assert jax.tree.structure(state) == jax.tree.structure(optax.adam(1e-2).init(params)), "state pytree kept"
+    return params
+
+
+def check_matches_full_batch(rank, size, params, passes=1, predivide=1.0, steps=6):
+    inner = optax.adam(1e-2)
+    dist_step = make_step(hvd.DistributedOptimizer(inner, backward_passes_per_step=passes,
+                                                   gradient_predivide_factor=predivide))
+    ref_tx = optax.MultiSteps(inner, every_k_schedule=passes) if passes > 1 else inner
+    ref_step = make_step(ref_tx)
+    dist_params, dist_state = params, hvd.DistributedOptimizer(inner, backward_passes_per_step=passes).init(params)
+    ref_params, ref_state = params, ref_tx.init(params)
+    for x, y in batches(size, steps):
+        dist_params, dist_state, _ = dist_step(dist_params, dist_state, shard(x, rank), shard(y, rank))
+        ref_params, ref_state, _ = ref_step(ref_params, ref_state, x, y)
+    what = f"DistributedOptimizer(passes={passes}, predivide={predivide}) vs full-batch training"
+    # MultiSteps averages the accumulated gradients, lockstep sums them (as torch's .grad
+    # does); Adam is invariant to that constant factor up to its epsilon.
+    jax.tree.map(lambda a, e: np.testing.assert_allclose(np.asarray(a), np.asarray(e), rtol=2e-4, atol=2e-5,
+                                                         err_msg=what), dist_params, ref_params)
+    moved = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(jax.tree.leaves(dist_params), jax.tree.leaves(params)))
+    assert moved > 1e-3, f"{what}: parameters did not train"
+    gathered = hvd.allgather_object([np.asarray(leaf) for leaf in jax.tree.leaves(dist_params)])
+    for other in gathered:
+        for a, b in zip(other, gathered[0]):
+            assert_equal(a, b, f"{what}: every rank holds identical parameters")
+
+
+def check_gradient_pytree_is_fused(rank, size, params):
+    step = make_step(hvd.DistributedOptimizer(optax.sgd(0.1), name="fused_grads"))
+    state = optax.sgd(0.1).init(params)
+    x, y = next(batches(size, 1))
+    jax.block_until_ready(step(params, state, shard(x, rank), shard(y, rank)))  # compile and run before recording
+    path = os.path.join(tempfile.gettempdir(), f"lockstep_jax_fusion_{os.getpid()}.json")
+    hvd.start_timeline(path)
+    for _ in range(3):
+        params, state, _ = step(params, state, shard(x, rank), shard(y, rank))
+    jax.block_until_ready(params)  # JAX dispatches asynchronously: let the steps finish
+    hvd.stop_timeline()
+    if rank != 0:
+        return
+    events = read_timeline(path)
+    os.remove(path)
+    share, launches = fused_share(events, "fused_grads.")
+    leaves = len(jax.tree.leaves(params))
+    assert launches == 3 * leaves, f"timeline shows {launches} allreduces, expected {3 * leaves}"
+    assert share == 1.0, f"only {share:.0%} of a gradient pytree reduced in one call were fused"
+    print(f"rank {rank}: all {leaves} gradients of each jitted step fused", flush=True)
+
+
+def check_alltoall_splits_without_x64(rank, size):
+    assert not jax.config.jax_enable_x64
+    splits = [1 + (rank + d) % 2 for d in range(size)]
+    received = [1 + (s + rank) % 2 for s in range(size)]
+    x = jnp.full((sum(splits), 2), rank, jnp.float32)
+    out, got = jax.jit(lambda x: hvd.alltoall(x, splits=splits, received_splits=received))(x)
+    expected = np.concatenate([np.full((received[s], 2), s, np.float32) for s in range(size)])
+    assert_equal(np.asarray(out), expected, "jit alltoall with splits (no x64)")
+    assert_equal(np.asarray(got), np.array(received, np.int32), "jit alltoall received splits (no x64)")
+
+
+def main():
+    hvd.init()
+    rank, size = hvd.rank(), hvd.size()
+    params = check_broadcast_parameters(rank, size)
+    check_matches_full_batch(rank, size, params)
+    check_matches_full_batch(rank, size, params, predivide=float(size))
+    check_matches_full_batch(rank, size, params, passes=2, steps=6)
+    check_gradient_pytree_is_fused(rank, size, params)
+    check_alltoall_splits_without_x64(rank, size)
+    hvd.shutdown()
+
+
+if __name__ == "__main__":
+    run_main(main)
