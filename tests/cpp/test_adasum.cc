@@ -8,8 +8,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "adasum.h"
-#include "half.h"
+#include "common/half.h"
+#include "reduction/adasum.h"
 
 namespace lockstep {
 namespace {

@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "config.h"
-#include "logging.h"
+#include "common/config.h"
+#include "common/logging.h"
 
 namespace lockstep {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "coordinator.h"
+#include "negotiation/coordinator.h"
 
 namespace lockstep {
 namespace {

@@ -10,7 +10,7 @@
 #include <tuple>
 #include <vector>
 
-#include "fusion_buffer.h"
+#include "fusion/fusion_buffer.h"
 
 namespace lockstep {
 namespace {

@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "handle_table.h"
-#include "tensor_queue.h"
+#include "engine/handle_table.h"
+#include "engine/tensor_queue.h"
 
 namespace lockstep {
 namespace {

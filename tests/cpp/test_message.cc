@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "message.h"
-#include "wire.h"
+#include "wire/message.h"
+#include "wire/wire.h"
 
 namespace lockstep {
 namespace {

@@ -6,8 +6,8 @@
 #include <limits>
 #include <vector>
 
-#include "half.h"
-#include "reduce_kernels.h"
+#include "common/half.h"
+#include "reduction/reduce_kernels.h"
 
 namespace lockstep {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "response_builder.h"
+#include "negotiation/response_builder.h"
 
 namespace lockstep {
 namespace {

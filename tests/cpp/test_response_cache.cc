@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "response_cache.h"
+#include "negotiation/response_cache.h"
 
 namespace lockstep {
 namespace {

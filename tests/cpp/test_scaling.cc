@@ -10,8 +10,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "half.h"
-#include "scaling.h"
+#include "common/half.h"
+#include "reduction/scaling.h"
 
 namespace lockstep {
 namespace {

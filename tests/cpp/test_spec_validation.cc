@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "spec_validation.h"
+#include "negotiation/spec_validation.h"
 
 namespace lockstep {
 namespace {

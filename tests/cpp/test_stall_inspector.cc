@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "stall_inspector.h"
+#include "negotiation/stall_inspector.h"
 
 namespace lockstep {
 namespace {

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "timeline.h"
+#include "engine/timeline.h"
 
 namespace lockstep {
 namespace {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "wire.h"
+#include "wire/wire.h"
 
 // Records the largest single heap allocation while armed, so tests can show that a
 // hostile length is rejected before anything is allocated for it. Only the sizes are

@@ -1,0 +1,70 @@
+#include "backends/mpi/mpi_context.h"
+
+#include <cstdlib>
+#include <string>
+
+namespace lockstep {
+namespace {
+
+bool g_lockstep_initialized_mpi = false;  // MPI itself is process-wide state.
+
+void InitializeMpi(int* thread_level) {
+  int already = 0;
+  MPI_Initialized(&already);
+  if (already) {
+    MPI_Query_thread(thread_level);
+    if (*thread_level < MPI_THREAD_SERIALIZED) {
+      throw Error(
+          "MPI was initialized by the program with a thread level below "
+          "MPI_THREAD_SERIALIZED; lockstep calls MPI from a background thread. Initialize MPI "
+          "with MPI_THREAD_MULTIPLE (mpi4py does by default).");
+    }
+    return;
+  }
+  // Busy polling starves the training threads on machines with few cores; let the
+  // user override it, but default to yielding.
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
+  int provided = MPI_THREAD_SINGLE;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+    throw Error("MPI_Init_thread failed");
+  }
+  g_lockstep_initialized_mpi = true;
+  std::atexit(FinalizeMpiAtExitIfOwned);
+  *thread_level = provided;
+}
+
+}  // namespace
+
+MpiContext::MpiContext() {
+  InitializeMpi(&thread_level_);
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(comm_, &topology_.rank);
+  MPI_Comm_size(comm_, &topology_.size);
+
+  MPI_Comm local = MPI_COMM_NULL;
+  MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, topology_.rank, MPI_INFO_NULL, &local);
+  MPI_Comm_rank(local, &topology_.local_rank);
+  MPI_Comm_size(local, &topology_.local_size);
+  // Ranks with the same local rank on different hosts form the cross communicator.
+  MPI_Comm cross = MPI_COMM_NULL;
+  MPI_Comm_split(comm_, topology_.local_rank, topology_.rank, &cross);
+  MPI_Comm_rank(cross, &topology_.cross_rank);
+  MPI_Comm_size(cross, &topology_.cross_size);
+  MPI_Comm_free(&local);
+  MPI_Comm_free(&cross);
+}
+
+MpiContext::~MpiContext() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+void FinalizeMpiAtExitIfOwned() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (g_lockstep_initialized_mpi && !finalized) MPI_Finalize();
+}
+
+}  // namespace lockstep

@@ -1,0 +1,48 @@
+// The MPI backend: collectives on host memory over lockstep's private communicator.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+
+#include "backends/backend.h"
+#include "backends/mpi/adasum_mpi.h"
+#include "backends/mpi/mpi_types.h"
+#include "backends/shm/shm_allreduce.h"
+
+namespace lockstep {
+
+class MpiBackend : public Backend {
+ public:
+  // When every rank shares this host and there are at least shm_min_ranks of them (0:
+  // never), allreduce pieces of kShmMinBytes up to shm_bytes (at most kShmMaxBytes) go
+  // through shared memory.
+  MpiBackend(MPI_Comm comm, const MpiTypes& types, int64_t shm_bytes, int shm_min_ranks);
+  static constexpr int64_t kShmMinBytes = 64 * 1024;
+  // The window holds two slots of this many bytes per rank at most, whatever the chunk
+  // size; larger pieces (LOCKSTEP_CHUNK_BYTES raised past it, or 0) stay with MPI.
+  static constexpr int64_t kShmMaxBytes = 8 * 1024 * 1024;
+  bool shm_active() const { return shm_ != nullptr; }
+  const char* name() const override { return "MPI"; }
+
+  void Allreduce(const void* input, void* output, int64_t count, DataType dtype,
+                 ReduceOp op) override;
+  void Allgatherv(const void* input, void* output,
+                  const std::vector<int64_t>& bytes_per_rank) override;
+  void Broadcast(void* buffer, int64_t bytes, int root_rank) override;
+  void Alltoallv(const void* input, const std::vector<int64_t>& send_bytes, void* output,
+                 const std::vector<int64_t>& recv_bytes) override;
+  void ReduceScatter(const void* input, void* output, const std::vector<int64_t>& counts,
+                     DataType dtype, ReduceOp op) override;
+  void Barrier() override;
+  void Adasum(void* buffer, const std::vector<int64_t>& counts, DataType dtype) override;
+
+ private:
+  MPI_Comm comm_;
+  const MpiTypes& types_;
+  int size_ = 1;
+  std::unique_ptr<ShmAllreduce> shm_;  // null unless usable
+  AdasumMpi adasum_;
+};
+
+}  // namespace lockstep

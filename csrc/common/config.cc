@@ -1,0 +1,184 @@
+#include "common/config.h"
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <system_error>
+
+namespace lockstep {
+namespace {
+
+using Lookup = std::function<const char*(const char*)>;
+
+// A variable that is set, under whichever name was found.
+struct Setting {
+  std::string name;
+  std::string value;
+};
+
+std::optional<Setting> FindSetting(const Lookup& lookup, const std::string& suffix) {
+  // LOCKSTEP_ first, so a job can override tuning inherited from Horovod scripts.
+  for (const char* prefix : {"LOCKSTEP_", "HOROVOD_"}) {
+    std::string name = prefix + suffix;
+    if (const char* value = lookup(name.c_str())) return Setting{name, value};
+  }
+  return std::nullopt;
+}
+
+[[noreturn]] void Reject(const Setting& setting, const std::string& expected) {
+  throw ConfigError(setting.name + "=\"" + setting.value + "\" is not " + expected);
+}
+
+std::string ToLower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+// from_chars: no whitespace, no leading '+', no locale, and overflow is reported.
+template <typename T>
+std::optional<T> ParseWhole(const std::string& text) {
+  T value{};
+  const char* end = text.data() + text.size();
+  auto [ptr, error] = std::from_chars(text.data(), end, value);
+  if (error != std::errc() || ptr != end) return std::nullopt;
+  return value;
+}
+
+std::optional<double> ParseFinite(const std::string& text) {
+  std::optional<double> value = ParseWhole<double>(text);
+  if (!value || !std::isfinite(*value)) return std::nullopt;
+  return value;
+}
+
+int64_t ReadInteger(const Setting& setting, int64_t max, const std::string& expected) {
+  std::optional<int64_t> value = ParseWhole<int64_t>(setting.value);
+  if (!value || *value < 0 || *value > max) Reject(setting, expected);
+  return *value;
+}
+
+double ReadSeconds(const Setting& setting) {
+  std::optional<double> value = ParseFinite(setting.value);
+  if (!value || *value < 0) Reject(setting, "a number of seconds >= 0");
+  return *value;
+}
+
+double ReadMilliseconds(const Setting& setting) {
+  std::optional<double> value = ParseFinite(setting.value);
+  if (!value || !(*value > 0)) Reject(setting, "a number of milliseconds > 0");
+  return *value;
+}
+
+bool ReadBool(const Setting& setting) {
+  std::string text = ToLower(setting.value);
+  if (text == "1" || text == "true" || text == "yes" || text == "on") return true;
+  if (text == "0" || text == "false" || text == "no" || text == "off") return false;
+  Reject(setting, "a boolean (1/0, true/false, yes/no, on/off)");
+}
+
+int ReadShmMode(const Setting& setting) {
+  std::string text = ToLower(setting.value);
+  if (text == "auto") return 3;
+  if (text == "1" || text == "true" || text == "yes" || text == "on") return 2;
+  if (text == "0" || text == "false" || text == "no" || text == "off") return 0;
+  Reject(setting, "auto, or a boolean (1/0, true/false, yes/no, on/off)");
+}
+
+LogLevel ReadLogLevel(const Setting& setting) {
+  std::string text = ToLower(setting.value);
+  for (LogLevel level : {LogLevel::kTrace, LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarning,
+                         LogLevel::kError, LogLevel::kFatal}) {
+    if (text == LogLevelName(level)) return level;
+  }
+  Reject(setting, "a log level (trace, debug, info, warning, error, fatal)");
+}
+
+}  // namespace
+
+const char* LogLevelName(LogLevel level) {
+  switch (level) {
+    case LogLevel::kTrace:
+      return "trace";
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarning:
+      return "warning";
+    case LogLevel::kError:
+      return "error";
+    case LogLevel::kFatal:
+      return "fatal";
+  }
+  return "unknown";
+}
+
+Config ParseConfig(const Lookup& lookup) {
+  Config config;
+  if (auto s = FindSetting(lookup, "FUSION_THRESHOLD")) {
+    config.fusion_threshold_bytes =
+        ReadInteger(*s, std::numeric_limits<int64_t>::max(), "a whole number of bytes >= 0");
+  }
+  if (auto s = FindSetting(lookup, "CHUNK_BYTES")) {
+    config.chunk_bytes = ReadInteger(*s, std::numeric_limits<int64_t>::max(),
+                                     "a whole number of bytes >= 0, a multiple of 8");
+    if (config.chunk_bytes % 8 != 0) {
+      throw ConfigError(s->name + "=\"" + s->value + "\" is not a multiple of 8 bytes");
+    }
+  }
+  if (auto s = FindSetting(lookup, "SHM_ALLREDUCE")) {
+    config.shm_allreduce_min_ranks = ReadShmMode(*s);
+  }
+  if (auto s = FindSetting(lookup, "CYCLE_TIME")) config.cycle_time_ms = ReadMilliseconds(*s);
+  if (auto s = FindSetting(lookup, "CACHE_CAPACITY")) {
+    config.cache_capacity = static_cast<int>(ReadInteger(
+        *s, kMaxCacheCapacity, "a whole number from 0 to " + std::to_string(kMaxCacheCapacity)));
+  }
+  if (auto s = FindSetting(lookup, "TIMELINE")) config.timeline_path = s->value;
+  if (auto s = FindSetting(lookup, "TIMELINE_MARK_CYCLES")) {
+    config.timeline_mark_cycles = ReadBool(*s);
+  }
+  if (auto s = FindSetting(lookup, "STALL_CHECK_TIME_SECONDS")) {
+    config.stall_check_seconds = ReadSeconds(*s);
+  }
+  if (auto s = FindSetting(lookup, "STALL_CHECK_DISABLE"))
+    config.stall_check_disabled = ReadBool(*s);
+  if (auto s = FindSetting(lookup, "STALL_SHUTDOWN_TIME_SECONDS")) {
+    config.stall_shutdown_seconds = ReadSeconds(*s);
+  }
+  if (auto s = FindSetting(lookup, "LOG_LEVEL")) config.log_level = ReadLogLevel(*s);
+  return config;
+}
+
+Config ConfigFromEnvironment() {
+  return ParseConfig([](const char* name) -> const char* { return std::getenv(name); });
+}
+
+std::string Describe(const Config& config) {
+  std::ostringstream out;
+  out << "fusion_threshold=" << config.fusion_threshold_bytes << "B"
+      << " chunk=" << config.chunk_bytes << "B"
+      << " shm_allreduce_min_ranks=" << config.shm_allreduce_min_ranks
+      << " cycle_time=" << config.cycle_time_ms << "ms"
+      << " cache_capacity=" << config.cache_capacity << " timeline="
+      << (config.timeline_path.empty() ? "none" : "\"" + config.timeline_path + "\"")
+      << " mark_cycles=" << (config.timeline_mark_cycles ? "true" : "false") << " stall_check=";
+  if (config.stall_check_disabled || config.stall_check_seconds == 0) {
+    out << "off";
+  } else {
+    out << config.stall_check_seconds << "s";
+  }
+  out << " stall_shutdown=";
+  if (config.stall_shutdown_seconds == 0) {
+    out << "never";
+  } else {
+    out << config.stall_shutdown_seconds << "s";
+  }
+  out << " log_level=" << LogLevelName(config.log_level);
+  return out.str();
+}
+
+}  // namespace lockstep

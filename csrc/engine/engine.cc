@@ -1,0 +1,234 @@
+#include "engine/engine.h"
+
+#include <sys/prctl.h>
+
+#include <algorithm>
+
+#include "fusion/fusion_buffer.h"
+#include "negotiation/spec_validation.h"
+
+namespace lockstep {
+namespace {
+
+constexpr char kJoinName[] = "__lockstep_join__";
+
+// Deterministic from the member names alone, so every rank derives the same id.
+int64_t GroupIdFor(const std::vector<OpSpec>& specs) {
+  uint64_t hash = 1469598103934665603ull;
+  for (const OpSpec& spec : specs) {
+    for (char c : spec.name) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    hash = (hash ^ 0xffu) * 1099511628211ull;
+  }
+  return static_cast<int64_t>(hash | 1u);
+}
+
+std::chrono::microseconds CycleTime(const Config& config) {
+  double micros = std::clamp(config.cycle_time_ms * 1000.0, 1.0, 60e6);
+  return std::chrono::microseconds(static_cast<int64_t>(micros));
+}
+
+}  // namespace
+
+Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
+    : config_(config),
+      mpi_(),
+      logger_(config.log_level, mpi_.topology().rank),
+      mpi_types_(),
+      mpi_backend_(mpi_.comm(), mpi_types_, config.chunk_bytes, config.shm_allreduce_min_ranks),
+      handles_(handles),
+      namer_(namer),
+      controller_(
+          mpi_.comm(), mpi_.topology(), config_, logger_,
+          [this](std::chrono::microseconds timeout) { return queue_.WaitForWork(timeout); }),
+      runner_(mpi_.topology(), mpi_backend_, timeline_, config_.chunk_bytes) {
+  if (logger_.Enabled(LogLevel::kDebug)) {
+    logger_.Log(LogLevel::kDebug, Describe(config_));
+    if (mpi_backend_.shm_active()) {
+      logger_.Log(LogLevel::kDebug, "allreduce pieces of 64 KiB or more go through shared memory");
+    }
+  }
+  if (!config_.timeline_path.empty() && topology().rank == 0) {
+    timeline_.Start(config_.timeline_path, config_.timeline_mark_cycles);
+  }
+  running_ = true;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Engine::~Engine() { Shutdown(); }
+
+std::vector<Handle> Engine::Enqueue(std::vector<OpSpec> specs, bool grouped,
+                                    std::vector<DoneCallback> callbacks) {
+  if (!callbacks.empty() && callbacks.size() != specs.size()) {
+    throw Error("internal error: one completion callback per op is required");
+  }
+  const int64_t group_id = grouped ? GroupIdFor(specs) : 0;
+  std::vector<TensorEntry> entries;
+  for (OpSpec& spec : specs) {
+    if (spec.op == OpType::kJoin) spec.name = kJoinName;
+    ValidateSpec(spec, topology(), /*gpu_available=*/false);
+    TensorEntry entry;
+    entry.request = RequestFromSpec(spec, topology().rank);
+    entry.request.group_id = group_id;
+    entry.request.group_size = grouped ? static_cast<int32_t>(specs.size()) : 0;
+    entry.spec = std::move(spec);
+    entry.enqueued_at = std::chrono::steady_clock::now();
+    entries.push_back(std::move(entry));
+  }
+  std::vector<Handle> handles;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    entries[i].handle = handles_.Allocate(callbacks.empty() ? nullptr : std::move(callbacks[i]));
+    handles.push_back(entries[i].handle);
+  }
+  try {
+    queue_.Push(std::move(entries));
+  } catch (...) {
+    for (Handle h : handles) handles_.Discard(h);
+    throw;
+  }
+  return handles;
+}
+
+void Engine::Shutdown() {
+  shutdown_requested_ = true;
+  queue_.Wake();
+  if (thread_.joinable()) thread_.join();
+  timeline_.Stop();
+}
+
+void Engine::Loop() {
+  prctl(PR_SET_TIMERSLACK, 1000UL);   // microsecond sleeps must stay microseconds
+  prctl(PR_SET_NAME, "lockstep-bg");  // so top -H and perf show whose CPU time this is
+  std::string reason = "lockstep has been shut down (a rank called shutdown())";
+  try {
+    while (true) {
+      WaitForNextCycle();
+      AdmitNewEntries();
+      timeline_.MarkCycle();
+      NegotiationResult result =
+          controller_.Negotiate(shutdown_requested_, joined_, !pending_.empty());
+      if (result.shutdown) break;
+      const bool progress = !result.responses.empty();
+      Execute(PlanFusion(std::move(result.responses), config_.fusion_threshold_bytes,
+                         config_.chunk_bytes));
+      UpdateBackoff(progress, result);
+    }
+  } catch (const std::exception& e) {
+    reason = std::string("lockstep's background thread stopped: ") + e.what();
+    logger_.Log(LogLevel::kError, reason);
+  }
+  FailEverything(reason);
+}
+
+void Engine::WaitForNextCycle() {
+  if (shutdown_requested_ || controller_.HasUnsent()) return;
+  // Idle ranks still cycle so that shutdowns and stalls are noticed; a rank with work
+  // starts at once and waits inside the cycle for the others.
+  auto timeout = pending_.empty() ? CycleTime(config_) * idle_stretch_ : backoff_;
+  if (timeout.count() > 0) queue_.WaitForWork(timeout);
+}
+
+void Engine::UpdateBackoff(bool made_progress, const NegotiationResult& result) {
+  // Every rank holding work that no rank can finish yet would otherwise loop on empty
+  // cycles; back off until new work arrives.
+  if (made_progress || !result.all_ranks_waiting) {
+    backoff_ = std::chrono::microseconds(0);
+  } else {
+    backoff_ = std::min(std::max(backoff_ * 2, std::chrono::microseconds(50)), CycleTime(config_));
+  }
+  // While no rank has work at all, idle cycles only watch for shutdown and stalls, so
+  // they can grow rarer: each one wakes the thread (and, ranks being out of phase,
+  // polls for the others) on a core that is computing. Latency does not suffer: new
+  // local work starts a cycle at once, and the others join it as soon as they submit
+  // the same collective, which is the earliest it could complete anyway.
+  if (made_progress || result.any_rank_waiting) {
+    idle_stretch_ = 1;
+  } else {
+    idle_stretch_ = std::min(idle_stretch_ * 2, kMaxIdleStretch);
+  }
+}
+
+void Engine::AdmitNewEntries() {
+  std::vector<TensorEntry> entries = queue_.PopAll();
+  if (entries.empty()) return;
+  std::vector<Request> batch;
+  for (TensorEntry& entry : entries) {
+    if (entry.request.op == OpType::kJoin) joined_ = true;
+    if (timeline_.active()) {
+      timeline_.Begin(entry.request.name, std::string("NEGOTIATE_") + OpTypeName(entry.request.op));
+    }
+    batch.push_back(entry.request);
+    std::string name = entry.request.name;
+    pending_.emplace(std::move(name), std::move(entry));
+  }
+  controller_.Admit(batch);
+}
+
+void Engine::Execute(const std::vector<Response>& planned) {
+  for (const Response& response : planned) ExecuteOne(response);
+}
+
+void Engine::ExecuteOne(const Response& response) {
+  if (response.type == ResponseType::kError) {
+    const std::string& name = response.names.front();
+    if (pending_.count(name)) Complete(name, Status::Precondition(response.error_message), {});
+    return;
+  }
+  if (response.type == ResponseType::kJoin) {
+    joined_ = false;
+    namer_.StartNewGeneration();
+  }
+  const std::vector<std::string> names =
+      response.type == ResponseType::kJoin ? std::vector<std::string>{kJoinName} : response.names;
+  std::vector<TensorEntry*> entries;
+  for (const std::string& name : names) {
+    auto it = pending_.find(name);
+    entries.push_back(it == pending_.end() ? nullptr : &it->second);
+    if (timeline_.active() && it != pending_.end()) timeline_.End(name);
+  }
+  std::vector<OpResult> results;
+  try {
+    results = runner_.Run(response, entries);
+  } catch (const std::exception& e) {
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (entries[i]) Complete(names[i], Status::Aborted(e.what()), {});
+    }
+    return;
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (entries[i]) Complete(names[i], Status::Ok(), std::move(results[i]));
+  }
+}
+
+void Engine::Complete(const std::string& name, Status status, OpResult result) {
+  auto it = pending_.find(name);
+  if (it == pending_.end()) return;
+  Handle handle = it->second.handle;
+  pending_.erase(it);
+  queue_.Release(name);
+  handles_.Complete(handle, std::move(status), std::move(result));
+}
+
+std::string Engine::stop_reason() const {
+  std::lock_guard<std::mutex> lock(stop_mutex_);
+  return stop_reason_;
+}
+
+void Engine::FailEverything(const std::string& reason) {
+  queue_.Close(reason);
+  {
+    std::lock_guard<std::mutex> lock(stop_mutex_);
+    stop_reason_ = reason;
+  }
+  running_ = false;
+  for (TensorEntry& entry : queue_.PopAll()) {
+    std::string name = entry.request.name;
+    pending_.emplace(std::move(name), std::move(entry));
+  }
+  while (!pending_.empty()) {
+    std::string name = pending_.begin()->first;
+    Complete(name, Status::Aborted("collective on tensor '" + name + "' did not run: " + reason),
+             {});
+  }
+}
+
+}  // namespace lockstep

@@ -1,0 +1,74 @@
+#include "engine/handle_table.h"
+
+#include <string>
+
+namespace lockstep {
+
+Handle HandleTable::Allocate(DoneCallback on_done) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Handle handle = next_++;
+  Slot slot;
+  slot.on_done = std::move(on_done);
+  slots_.emplace(handle, std::move(slot));
+  return handle;
+}
+
+void HandleTable::Complete(Handle handle, Status status, OpResult result) {
+  DoneCallback on_done;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = slots_.find(handle);
+    if (it == slots_.end() || it->second.done) return;
+    if (it->second.on_done) {
+      on_done = std::move(it->second.on_done);
+      slots_.erase(it);
+    }
+  }
+  // Outside the lock: the callback may enqueue more work (a framework scheduling the
+  // ops that consume this result).
+  if (on_done) {
+    on_done(status, std::move(result));
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = slots_.find(handle);
+    if (it == slots_.end() || it->second.done) return;
+    it->second.done = true;
+    it->second.status = std::move(status);
+    it->second.result = std::move(result);
+  }
+  cv_.notify_all();
+}
+
+void HandleTable::Discard(Handle handle) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  slots_.erase(handle);
+}
+
+bool HandleTable::Poll(Handle handle) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = slots_.find(handle);
+  if (it == slots_.end()) throw Error("unknown handle " + std::to_string(handle));
+  return it->second.done;
+}
+
+OpResult HandleTable::Wait(Handle handle) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const std::string unknown = "unknown handle " + std::to_string(handle) + " (already waited on?)";
+  if (!slots_.count(handle)) throw Error(unknown);
+  // Look the slot up again after every wake-up: another waiter may have taken it, and
+  // other threads' Allocate() may have rehashed the table.
+  cv_.wait(lock, [&] {
+    auto it = slots_.find(handle);
+    return it == slots_.end() || it->second.done;
+  });
+  auto it = slots_.find(handle);
+  if (it == slots_.end()) throw Error(unknown);
+  Slot slot = std::move(it->second);
+  slots_.erase(it);
+  if (!slot.status.ok()) throw Error(slot.status.message(), slot.status.code());
+  return std::move(slot.result);
+}
+
+}  // namespace lockstep

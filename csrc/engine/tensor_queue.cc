@@ -1,0 +1,60 @@
+#include "engine/tensor_queue.h"
+
+namespace lockstep {
+
+void TensorQueue::Push(std::vector<TensorEntry> entries) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closed_) throw Error(close_reason_);
+    std::unordered_set<std::string> batch;
+    for (const TensorEntry& entry : entries) {
+      const std::string& name = entry.request.name;
+      if (in_flight_.count(name) || !batch.insert(name).second) {
+        throw Error("tensor '" + name +
+                        "' was submitted again while its previous collective is still in flight; "
+                        "wait for it (synchronize) or use a different name",
+                    Status::Code::kInvalidArgument);
+      }
+    }
+    for (TensorEntry& entry : entries) {
+      in_flight_.insert(entry.request.name);
+      entries_.push_back(std::move(entry));
+    }
+  }
+  cv_.notify_one();
+}
+
+std::vector<TensorEntry> TensorQueue::PopAll() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<TensorEntry> out;
+  out.swap(entries_);
+  return out;
+}
+
+void TensorQueue::Release(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  in_flight_.erase(name);
+}
+
+bool TensorQueue::WaitForWork(std::chrono::microseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const bool woken = cv_.wait_for(lock, timeout, [&] { return !entries_.empty() || woken_; });
+  woken_ = false;
+  return woken;
+}
+
+void TensorQueue::Wake() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    woken_ = true;
+  }
+  cv_.notify_one();
+}
+
+void TensorQueue::Close(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  closed_ = true;
+  close_reason_ = reason;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,49 @@
+// The hand-off between user threads and the background thread: entries waiting to
+// be negotiated, and the set of names in flight (a name may not be reused until its
+// op completes).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "lockstep/lockstep.h"
+#include "wire/message.h"
+
+namespace lockstep {
+
+struct TensorEntry {
+  OpSpec spec;
+  Handle handle = 0;
+  Request request;
+  std::chrono::steady_clock::time_point enqueued_at;
+};
+
+class TensorQueue {
+ public:
+  // Adds a batch atomically, so a group is negotiated in one cycle. Throws Error when
+  // a name is already in flight or the queue was closed.
+  void Push(std::vector<TensorEntry> entries);
+  std::vector<TensorEntry> PopAll();
+  void Release(const std::string& name);
+  // Returns once entries are waiting, Wake() was called, or `timeout` passed; true in
+  // the first two cases.
+  bool WaitForWork(std::chrono::microseconds timeout);
+  void Wake();
+  // After Close, Push throws Error(reason).
+  void Close(const std::string& reason);
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<TensorEntry> entries_;
+  std::unordered_set<std::string> in_flight_;
+  bool woken_ = false;
+  bool closed_ = false;
+  std::string close_reason_;
+};
+
+}  // namespace lockstep

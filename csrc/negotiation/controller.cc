@@ -1,0 +1,272 @@
+#include "negotiation/controller.h"
+
+#include <thread>
+
+#include "wire/wire.h"
+
+namespace lockstep {
+namespace {
+
+constexpr uint64_t kAndHasPending = 1;
+constexpr uint64_t kOrNeedFullRound = 1;
+constexpr uint64_t kOrShutdown = 2;
+constexpr uint64_t kOrJoined = 4;
+constexpr uint64_t kOrHasPending = 8;
+
+void CheckMpi(int rc, const char* what) {
+  if (rc != MPI_SUCCESS) throw Error(std::string("negotiation failed in ") + what);
+}
+
+void PollWithGrowingSleeps(MPI_Request* request) {
+  using namespace std::chrono;
+  const auto spin_until = steady_clock::now() + microseconds(20);
+  int done = 0;
+  while (true) {
+    CheckMpi(MPI_Test(request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) return;
+    if (steady_clock::now() >= spin_until) break;
+  }
+  auto pause = microseconds(5);
+  while (true) {
+    std::this_thread::sleep_for(pause);
+    CheckMpi(MPI_Test(request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) return;
+    pause = std::min(pause * 2, microseconds(100));
+  }
+}
+
+bool TestBit(const std::vector<uint64_t>& words, int32_t id) {
+  return (words[id / 64] >> (id % 64)) & 1u;
+}
+
+// Visits set bits only: the vectors span the whole cache (1024 slots by default) but
+// a cycle rarely has more than a few bits set, and this runs every cycle.
+template <typename Visit>
+void ForEachSetBit(const std::vector<uint64_t>& words, Visit visit) {
+  for (size_t w = 0; w < words.size(); ++w) {
+    for (uint64_t bits = words[w]; bits != 0; bits &= bits - 1) {
+      visit(static_cast<int32_t>(w * 64 + __builtin_ctzll(bits)));
+    }
+  }
+}
+
+}  // namespace
+
+Controller::Controller(MPI_Comm comm, const Topology& topology, const Config& config,
+                       const Logger& logger, IdleWait idle_wait)
+    : comm_(comm),
+      topology_(topology),
+      logger_(logger),
+      idle_wait_(std::move(idle_wait)),
+      idle_poll_cap_(std::max<int64_t>(50, static_cast<int64_t>(config.cycle_time_ms * 1000))),
+      cache_(config.cache_capacity),
+      stall_inspector_(config, logger) {
+  if (topology_.rank == 0) {
+    coordinator_ = std::make_unique<Coordinator>(topology_.size, stall_inspector_);
+  }
+}
+
+int32_t Controller::CacheHit(const Request& request) const {
+  const bool cacheable = request.op != OpType::kJoin && request.op != OpType::kBarrier;
+  int32_t id = -1;
+  if (!cacheable || !cache_.enabled() || cache_paused_) return -1;
+  return cache_.Find(request, topology_.rank, topology_.size, &id) == ResponseCache::Lookup::kHit
+             ? id
+             : -1;
+}
+
+void Controller::Admit(const std::vector<Request>& batch) {
+  std::map<int64_t, bool> group_all_hit;  // group id -> every member is a cache hit
+  for (const Request& request : batch) {
+    if (request.group_id == 0) continue;
+    auto [it, inserted] = group_all_hit.try_emplace(request.group_id, true);
+    it->second = it->second && CacheHit(request) >= 0;
+  }
+  for (const Request& request : batch) {
+    const int32_t id = CacheHit(request);
+    const bool as_cached = id >= 0 && (request.group_id == 0 || group_all_hit[request.group_id]);
+    if (as_cached) {
+      cached_pending_[id] = request;
+    } else {
+      unsent_.push_back(request);
+    }
+  }
+}
+
+NegotiationResult Controller::Negotiate(bool shutdown_requested, bool joined, bool has_pending) {
+  std::vector<uint64_t> ready, partial;
+  Flags flags = ExchangeBits(shutdown_requested, joined, has_pending, &ready, &partial);
+  NegotiationResult result;
+  result.all_ranks_waiting = flags.all_pending;
+  result.any_rank_waiting = flags.any_pending;
+  if (flags.shutdown) {
+    result.shutdown = true;
+    return result;
+  }
+  TakeReadyFromCache(ready, &result.responses);
+  TrackPartial(partial);
+  cache_paused_ = flags.any_joined;
+  if (flags.any_joined) {  // joined ranks set no bits: go through the coordinator
+    for (auto& [id, request] : cached_pending_) unsent_.push_back(std::move(request));
+    cached_pending_.clear();
+  }
+  if (flags.need_full_round) {
+    ResponseList list = FullRound();
+    ApplyCacheUpdates(list);
+    for (Response& response : list.responses) result.responses.push_back(std::move(response));
+  }
+  return result;
+}
+
+Controller::Flags Controller::ExchangeBits(bool shutdown_requested, bool joined, bool has_pending,
+                                           std::vector<uint64_t>* ready,
+                                           std::vector<uint64_t>* partial) {
+  const int words = (cache_.capacity() + 63) / 64;
+  // Layout: [AND flags][~OR flags][bits][~bits]; one BAND gives both AND and OR.
+  std::vector<uint64_t> vec(2 + 2 * words, 0);
+  uint64_t or_flags = 0;
+  if (!unsent_.empty()) or_flags |= kOrNeedFullRound;
+  if (shutdown_requested) or_flags |= kOrShutdown;
+  if (joined) or_flags |= kOrJoined;
+  if (has_pending) or_flags |= kOrHasPending;
+  if (StallCheckDue()) or_flags |= kOrNeedFullRound;
+  vec[0] = has_pending ? kAndHasPending : 0;
+  vec[1] = ~or_flags;
+  if (!joined) {
+    for (const auto& [id, request] : cached_pending_) vec[2 + id / 64] |= uint64_t{1} << (id % 64);
+  }
+  for (int w = 0; w < words; ++w) vec[2 + words + w] = ~vec[2 + w];
+
+  MPI_Request request;
+  CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, vec.data(), static_cast<int>(vec.size()), MPI_UINT64_T,
+                          MPI_BAND, comm_, &request),
+           "MPI_Iallreduce");
+  WaitForOthers(&request, has_pending);
+
+  uint64_t any = ~vec[1];
+  ready->assign(vec.begin() + 2, vec.begin() + 2 + words);
+  partial->resize(words);
+  for (int w = 0; w < words; ++w) (*partial)[w] = ~vec[2 + words + w] & ~vec[2 + w];
+  return Flags{(vec[0] & kAndHasPending) != 0, (any & kOrHasPending) != 0,
+               (any & kOrNeedFullRound) != 0, (any & kOrShutdown) != 0, (any & kOrJoined) != 0};
+}
+
+// Ranks reach the cycle's collective at different times. Spinning in MPI would steal
+// the core a training thread needs, so after a short spin the wait polls with growing
+// sleeps. While this rank has no work, nothing of its own rides on the cycle: it polls
+// coarsely (up to cycle_time) until local work arrives, which otherwise woke the
+// thread, and the core it shares, dozens of times per training step.
+void Controller::WaitForOthers(MPI_Request* request, bool has_pending) {
+  if (!has_pending) {
+    int done = 0;
+    auto pause = std::chrono::microseconds(50);
+    while (true) {
+      CheckMpi(MPI_Test(request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done) return;
+      if (idle_wait_(pause)) break;  // local work: from now on, latency counts
+      pause = std::min(pause * 2, idle_poll_cap_);
+    }
+  }
+  PollWithGrowingSleeps(request);
+}
+
+void Controller::TakeReadyFromCache(const std::vector<uint64_t>& ready,
+                                    std::vector<Response>* out) {
+  ForEachSetBit(ready, [&](int32_t id) {
+    out->push_back(cache_.Get(id));
+    cache_.Touch(id);
+    cached_pending_.erase(id);
+  });
+}
+
+void Controller::TrackPartial(const std::vector<uint64_t>& partial) {
+  if (topology_.rank != 0) return;
+  const auto now = Clock::now();
+  for (auto it = partial_since_.begin(); it != partial_since_.end();) {
+    it = TestBit(partial, it->first) ? std::next(it) : partial_since_.erase(it);
+  }
+  ForEachSetBit(partial, [&](int32_t id) { partial_since_.try_emplace(id, now); });
+}
+
+bool Controller::StallCheckDue() {
+  if (topology_.rank != 0) return false;
+  const auto now = Clock::now();
+  double oldest = coordinator_->OldestWaitSeconds(now);
+  for (const auto& [id, since] : partial_since_) {
+    oldest = std::max(oldest, std::chrono::duration<double>(now - since).count());
+  }
+  return stall_inspector_.Due(oldest, now);
+}
+
+ResponseList Controller::FullRound() {
+  RequestList mine;
+  mine.requests = std::move(unsent_);
+  unsent_.clear();
+  for (const auto& [id, request] : cached_pending_) mine.pending_cache_ids.push_back(id);
+  std::vector<uint8_t> bytes = SerializeRequestList(mine);
+
+  const int n = topology_.size;
+  const bool root = topology_.rank == 0;
+  int length = static_cast<int>(bytes.size());
+  std::vector<int> lengths(root ? n : 0), offsets(root ? n : 0);
+  CheckMpi(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm_), "MPI_Gather");
+  std::vector<uint8_t> gathered;
+  if (root) {
+    int total = 0;
+    for (int r = 0; r < n; ++r) {
+      offsets[r] = total;
+      total += lengths[r];
+    }
+    gathered.resize(total);
+  }
+  CheckMpi(MPI_Gatherv(bytes.data(), length, MPI_BYTE, gathered.data(), lengths.data(),
+                       offsets.data(), MPI_BYTE, 0, comm_),
+           "MPI_Gatherv");
+
+  std::vector<uint8_t> reply;
+  if (root) {
+    std::vector<RequestList> lists;
+    for (int r = 0; r < n; ++r) {
+      lists.push_back(ParseRequestList(gathered.data() + offsets[r], lengths[r]));
+    }
+    reply =
+        SerializeResponseList(coordinator_->Process(lists, cache_, partial_since_, Clock::now()));
+  }
+  int reply_length = static_cast<int>(reply.size());
+  CheckMpi(MPI_Bcast(&reply_length, 1, MPI_INT, 0, comm_), "MPI_Bcast");
+  reply.resize(reply_length);
+  CheckMpi(MPI_Bcast(reply.data(), reply_length, MPI_BYTE, 0, comm_), "MPI_Bcast");
+  return ParseResponseList(reply.data(), reply.size());
+}
+
+void Controller::ApplyCacheUpdates(const ResponseList& list) {
+  for (int32_t id : list.evict_cache_ids) {
+    ResendInFull(id);
+    cache_.Erase(id);
+  }
+  for (const Response& response : list.responses) {
+    if (response.type == ResponseType::kError) {
+      // A stalled cached tensor was cancelled: stop waiting on its bit, and restart
+      // its stall clock so a resubmission gets the full time again.
+      for (auto it = cached_pending_.begin(); it != cached_pending_.end();) {
+        it = it->second.name == response.names.front() ? cached_pending_.erase(it) : std::next(it);
+      }
+      partial_since_.erase(cache_.IdOf(response.names.front()));
+      continue;
+    }
+    if (!cache_.enabled() || response.type == ResponseType::kBarrier ||
+        response.type == ResponseType::kJoin) {
+      continue;
+    }
+    for (int32_t evicted : cache_.Put(response)) ResendInFull(evicted);
+  }
+}
+
+void Controller::ResendInFull(int32_t cache_id) {
+  auto it = cached_pending_.find(cache_id);
+  if (it == cached_pending_.end()) return;
+  unsent_.push_back(std::move(it->second));
+  cached_pending_.erase(it);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,77 @@
+// Negotiation as every rank runs it, once per cycle: a bit-vector allreduce that
+// settles cached tensors and global flags, and, when needed, a full round through the
+// coordinator on rank 0. Keeps the response cache identical on all ranks.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "common/config.h"
+#include "common/logging.h"
+#include "lockstep/lockstep.h"
+#include "negotiation/coordinator.h"
+#include "negotiation/response_cache.h"
+#include "negotiation/stall_inspector.h"
+#include "wire/message.h"
+
+namespace lockstep {
+
+struct NegotiationResult {
+  std::vector<Response> responses;  // the same list, in the same order, on every rank
+  bool shutdown = false;            // some rank asked to shut down
+  bool all_ranks_waiting = false;   // every rank had unfinished work when the cycle began
+  bool any_rank_waiting = false;    // some rank had unfinished work when the cycle began
+};
+
+class Controller {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // Sleeps up to the given time, returning true early when local work (or a wake-up)
+  // arrives: how the controller waits for other ranks while its own rank is idle.
+  using IdleWait = std::function<bool(std::chrono::microseconds)>;
+
+  Controller(MPI_Comm comm, const Topology& topology, const Config& config, const Logger& logger,
+             IdleWait idle_wait);
+
+  // Files new local requests for the next cycle: one cache bit each when the cache
+  // knows them exactly, otherwise full requests. A group goes one way as a whole, so
+  // the coordinator always sees all of its members or none.
+  void Admit(const std::vector<Request>& batch);
+  NegotiationResult Negotiate(bool shutdown_requested, bool joined, bool has_pending);
+  bool HasUnsent() const { return !unsent_.empty(); }
+
+ private:
+  struct Flags {
+    bool all_pending, any_pending, need_full_round, shutdown, any_joined;
+  };
+  Flags ExchangeBits(bool shutdown_requested, bool joined, bool has_pending,
+                     std::vector<uint64_t>* ready, std::vector<uint64_t>* partial);
+  void TakeReadyFromCache(const std::vector<uint64_t>& ready, std::vector<Response>* out);
+  void TrackPartial(const std::vector<uint64_t>& partial);
+  ResponseList FullRound();
+  void ApplyCacheUpdates(const ResponseList& list);
+  void ResendInFull(int32_t cache_id);
+  bool StallCheckDue();
+  int32_t CacheHit(const Request& request) const;  // slot id, or -1
+  void WaitForOthers(MPI_Request* request, bool has_pending);
+
+  MPI_Comm comm_;
+  Topology topology_;
+  const Logger& logger_;
+  IdleWait idle_wait_;
+  std::chrono::microseconds idle_poll_cap_;
+  ResponseCache cache_;
+  StallInspector stall_inspector_;
+  std::unique_ptr<Coordinator> coordinator_;   // rank 0 only
+  std::map<int32_t, Request> cached_pending_;  // cache slot -> request waiting on its bit
+  std::vector<Request> unsent_;
+  std::map<int32_t, Clock::time_point> partial_since_;  // rank 0: slots pending somewhere
+  bool cache_paused_ = false;  // while a rank has joined, everything goes in full
+};
+
+}  // namespace lockstep

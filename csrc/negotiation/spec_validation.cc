@@ -1,0 +1,122 @@
+#include "negotiation/spec_validation.h"
+
+#include <string>
+
+#include "reduction/adasum.h"
+
+namespace lockstep {
+namespace {
+
+[[noreturn]] void Fail(const OpSpec& spec, const std::string& problem) {
+  throw Error(std::string(OpTypeName(spec.op)) + " of tensor '" + spec.name + "': " + problem,
+              Status::Code::kInvalidArgument);
+}
+
+int64_t Elements(const OpSpec& spec) {
+  int64_t n = 1;
+  for (int64_t d : spec.shape) n *= d;
+  return n;
+}
+
+// Adasum, as in Horovod: allreduce of floating tensors on a power-of-2 number of ranks.
+void ValidateAdasum(const OpSpec& spec, const Topology& topology) {
+  if (spec.op != OpType::kAllreduce) Fail(spec, "the Adasum reduce op applies to allreduce only");
+  if (!AdasumSupports(spec.dtype)) {
+    Fail(spec,
+         std::string("Adasum needs a floating-point tensor, got ") + DataTypeName(spec.dtype));
+  }
+  if ((topology.size & (topology.size - 1)) != 0) {
+    Fail(spec, "Adasum needs a power-of-2 number of ranks, but there are " +
+                   std::to_string(topology.size));
+  }
+}
+
+void ValidateReduction(const OpSpec& spec, const Topology& topology) {
+  if (!IsValidReduceOp(static_cast<uint8_t>(spec.reduce_op))) Fail(spec, "unknown reduce op");
+  if (spec.reduce_op == ReduceOp::kAdasum) ValidateAdasum(spec, topology);
+  if (spec.op == OpType::kReducescatter && spec.reduce_op != ReduceOp::kSum &&
+      spec.reduce_op != ReduceOp::kAverage) {
+    Fail(spec, "reducescatter supports only Sum and Average");
+  }
+  if (spec.dtype == DataType::kBool) {
+    if (spec.reduce_op == ReduceOp::kAverage) {
+      Fail(spec, "Average is not defined for bool tensors; use Sum (logical or), Max or Min");
+    }
+    if (spec.prescale != 1.0 || spec.postscale != 1.0) {
+      Fail(spec, "bool tensors cannot be scaled");
+    }
+  }
+}
+
+void ValidateAlltoallSplits(const OpSpec& spec, const Topology& topology) {
+  const int64_t rows = spec.shape[0];
+  if (spec.splits.empty()) {
+    if (rows % topology.size != 0) {
+      Fail(spec, "first dimension " + std::to_string(rows) + " is not divisible by " +
+                     std::to_string(topology.size) + " ranks; pass splits");
+    }
+    return;
+  }
+  if (static_cast<int>(spec.splits.size()) != topology.size) {
+    Fail(spec, "splits has " + std::to_string(spec.splits.size()) + " entries but there are " +
+                   std::to_string(topology.size) + " ranks");
+  }
+  int64_t sum = 0;
+  for (int64_t s : spec.splits) {
+    if (s < 0) Fail(spec, "splits must be non-negative");
+    sum += s;
+  }
+  if (sum != rows) {
+    Fail(spec, "splits sum to " + std::to_string(sum) + " but the first dimension is " +
+                   std::to_string(rows));
+  }
+}
+
+}  // namespace
+
+void ValidateSpec(const OpSpec& spec, const Topology& topology, bool gpu_available) {
+  if (spec.name.empty() && spec.op != OpType::kJoin) Fail(spec, "a name is required");
+  if (!IsValidOpType(static_cast<uint8_t>(spec.op))) Fail(spec, "unknown op type");
+  if (!IsValidDataType(static_cast<uint8_t>(spec.dtype))) Fail(spec, "unsupported data type");
+  if (spec.device >= 0 && !gpu_available) {
+    Fail(spec, "the tensor is on a GPU, but this build of lockstep has no GPU (NCCL) backend");
+  }
+  if (spec.op == OpType::kBarrier || spec.op == OpType::kJoin) return;
+  for (int64_t d : spec.shape) {
+    if (d < 0) Fail(spec, "negative dimension in shape");
+  }
+  const bool needs_rows = spec.op == OpType::kAllgather || spec.op == OpType::kAlltoall ||
+                          spec.op == OpType::kReducescatter;
+  if (needs_rows && spec.shape.empty()) Fail(spec, "needs a tensor with at least one dimension");
+  if (Elements(spec) > 0 && spec.input == nullptr) Fail(spec, "input memory is null");
+  const bool writes_output = spec.op == OpType::kAllreduce || spec.op == OpType::kBroadcast;
+  if (writes_output && Elements(spec) > 0 && spec.output == nullptr) {
+    Fail(spec, "output memory is null");
+  }
+  if (spec.op == OpType::kAllreduce || spec.op == OpType::kReducescatter) {
+    ValidateReduction(spec, topology);
+  }
+  if (spec.op == OpType::kBroadcast && (spec.root_rank < 0 || spec.root_rank >= topology.size)) {
+    Fail(spec, "root rank " + std::to_string(spec.root_rank) + " is outside [0, " +
+                   std::to_string(topology.size) + ")");
+  }
+  if (spec.op == OpType::kAlltoall) ValidateAlltoallSplits(spec, topology);
+}
+
+Request RequestFromSpec(const OpSpec& spec, int rank) {
+  Request request;
+  request.rank = rank;
+  request.op = spec.op;
+  request.dtype = spec.dtype;
+  request.reduce_op = spec.reduce_op;
+  request.root_rank = spec.root_rank;
+  request.device = spec.device;
+  request.prescale = spec.prescale;
+  request.postscale = spec.postscale;
+  request.name = spec.name;
+  request.shape = spec.shape;
+  request.splits = spec.splits;
+  return request;
+}
+
+}  // namespace lockstep

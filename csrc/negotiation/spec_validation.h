@@ -1,0 +1,15 @@
+// Checks an op a frontend submits, on the caller's thread, so argument errors are
+// raised where the user made them rather than later from the background thread.
+#pragma once
+
+#include "lockstep/lockstep.h"
+#include "wire/message.h"
+
+namespace lockstep {
+
+// Throws Error naming the tensor and the problem.
+void ValidateSpec(const OpSpec& spec, const Topology& topology, bool gpu_available);
+
+Request RequestFromSpec(const OpSpec& spec, int rank);
+
+}  // namespace lockstep
