@@ -3,7 +3,8 @@
 #   make build      CMake build into build/ (C++ tests + lockstep._core)
 #   make test       C++ unit tests, then the Python tests
 #   make demo       FRAMEWORK=numpy|torch|keras|jax: Fashion-MNIST on 2 ranks
-#   make bench      benchmarks/run_all.py
+#   make bench      benchmarks/run_all.py (NP="2 4 8": latency, bandwidth, gradient step
+#                   at those rank counts too)
 #   make format     clang-format the C++ sources
 #   make clean      remove build outputs
 
@@ -84,7 +85,7 @@ demo: setup build
 
 bench: setup build
 	@if [ ! -f benchmarks/run_all.py ]; then echo "benchmarks/run_all.py does not exist yet" >&2; exit 1; fi
-	$(PYTHON) benchmarks/run_all.py
+	$(PYTHON) benchmarks/run_all.py $(if $(NP),--np $(NP))
 
 format:
 	find $(CPP_DIRS) -name '*.h' -o -name '*.cc' | xargs -r clang-format -i

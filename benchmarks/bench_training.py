@@ -17,6 +17,9 @@ from torch.nn.parallel import DistributedDataParallel
 
 import harness
 from convnet import FashionConvNet, fashion_mnist_batches, synthetic_batches
+from thread_cpu import ThreadMeter
+
+TRAINING_VARIANT = "lockstep DistributedOptimizer"
 
 BATCH_SIZE = 64
 SEED = 42
@@ -66,12 +69,23 @@ def make_variants(ctx, batches, steps):
         # each other once a step, which every synchronous data-parallel step must do.
         # Its efficiency is the ceiling for the averaging variants on jittery cores.
         "per-step sync only": (synced, synced_optimizer, lambda: ls.allreduce(flag, name="bench.step.sync")),
-        "lockstep DistributedOptimizer": (lockstep_model, lockstep_optimizer, None),
+        TRAINING_VARIANT: (lockstep_model, lockstep_optimizer, None),
         "torch DDP (gloo)": (ddp, ddp_optimizer, None),
     }
     blocks = {name: _block(model, optimizer, batches, steps, after_step)
               for name, (model, optimizer, after_step) in models.items()}
-    return blocks, {name: model for name, (model, _, _) in models.items()}
+    # How busy lockstep's background thread is while the DistributedOptimizer trains.
+    meter = ThreadMeter("lockstep-bg")
+    blocks[TRAINING_VARIANT] = _metered(blocks[TRAINING_VARIANT], meter)
+    return blocks, {name: model for name, (model, _, _) in models.items()}, meter
+
+
+def _metered(run_block, meter):
+    def run_metered_block():
+        with meter:
+            run_block()
+
+    return run_metered_block
 
 
 def parameters_agree(ctx, model):
@@ -103,19 +117,29 @@ def run(args, ctx):
     else:
         batches = synthetic_batches(ctx.rank, BATCH_SIZE)
     rounds, steps = (2, 5) if args.quick else (args.rounds, args.steps)
-    variants, models = make_variants(ctx, batches, steps)
+    variants, models, meter = make_variants(ctx, batches, steps)
     samples = harness.run_interleaved(ctx, variants, rounds=rounds, reps=1, warmup=1)
     samples_per_block = BATCH_SIZE * ctx.size * steps
     rows = []
     for name, seconds in samples.items():
         throughput = samples_per_block / np.asarray(seconds)
         in_sync = parameters_agree(ctx, models[name])
-        rows.append({"variant": name, "throughput_per_block": throughput.tolist(),
-                     "median_samples_per_s": float(np.median(throughput)), "parameters_in_sync": in_sync})
+        row = {"variant": name, "throughput_per_block": throughput.tolist(),
+               "median_samples_per_s": float(np.median(throughput)), "parameters_in_sync": in_sync}
+        if name == TRAINING_VARIANT and meter.tid is not None:
+            row.update(_background_thread_use(meter, steps))
+        rows.append(row)
         ctx.log(f"{ctx.size} rank(s), {name}: {np.median(throughput):.0f} samples/s, "
                 f"parameters {'identical' if in_sync else 'differ'} across ranks")
     ctx.write_json(args.out, {"benchmark": "training", "data": args.data, "batch_per_rank": BATCH_SIZE,
                               "steps_per_block": steps, "rows": rows})
+
+
+def _background_thread_use(meter, steps):
+    """The background thread's share of one core, and its wake-ups per step, while
+    the DistributedOptimizer trains (warm-up block included)."""
+    return {"background_thread_core_fraction": meter.cpu_ns / 1e9 / meter.wall_s,
+            "background_thread_wakeups_per_step": meter.scheduled / (meter.spans * steps)}
 
 
 def main():

@@ -144,6 +144,51 @@ def _jax_targets(jax_result):
             f"{theirs * 1e3:.2f} ms ({'held' if ours < theirs else 'missed'})"]
 
 
+def by_ranks_section(by_ranks):
+    """One row per rank count: the small-op latency, busbw against MPI at a few sizes,
+    and the gradient step against the fastest raw-MPI strategy."""
+    table = []
+    for count in sorted(by_ranks, key=int):
+        runs = by_ranks[count]
+        table.append([count, _latency_cell(runs.get("latency")), _bandwidth_cell(runs.get("bandwidth")),
+                      _gradient_cell(runs.get("gradient_step"))])
+    return ("### By rank count (same machine, each count its own jobs)\n\n"
+            + markdown_table(["ranks", "4 B allreduce median (us)", "busbw GB/s (x MPI)",
+                              "gradient step median (ms)"], table))
+
+
+def _latency_cell(latency):
+    if not latency:
+        return "-"
+    rows = [row for row in latency["rows"] if row["size_bytes"] == 4]
+    return ", ".join(f"{row['variant']} {row['median_s'] * 1e6:.1f}" for row in rows)
+
+
+def _bandwidth_cell(bandwidth):
+    if not bandwidth:
+        return "-"
+    rows = bandwidth["rows"]
+    cells = []
+    for size in sorted({row["size_bytes"] for row in rows}):
+        mpi = find_row(rows, summary.MPI_VARIANT, size_bytes=size)
+        for name in (name for name in variants(rows) if name.startswith(summary.LOCKSTEP_PREFIX)):
+            row = find_row(rows, name, size_bytes=size)
+            if row and mpi:
+                cells.append(f"{size_label(size)} {row['busbw_GBps']:.2f} ({row['busbw_GBps'] / mpi['busbw_GBps']:.2f}x)")
+            break  # the first lockstep variant only, to keep the cell short
+    return "; ".join(cells)
+
+
+def _gradient_cell(gradient):
+    if not gradient:
+        return "-"
+    rows = gradient["rows"]
+    fastest = min((row for row in rows if row["variant"] in summary.MPI_STEP_VARIANTS), key=lambda row: row["median_s"])
+    ours = [row for row in rows if row["variant"].startswith(summary.LOCKSTEP_PREFIX)]
+    return ", ".join(f"{row['variant']} {row['median_s'] * 1e3:.1f}" for row in ours) + (
+        f" vs {fastest['variant']} {fastest['median_s'] * 1e3:.1f}")
+
+
 def targets_section(results):
     checks = summary.targets(results)
     table = [[check["target"], check["measured"], _held_label(check["held"])] for check in checks]
@@ -175,6 +220,8 @@ def render(results, plot_links=None):
             parts.append(section(results[key]))
             if plot_links and key in plot_links:
                 parts.append(f"![{key}]({plot_links[key]})")
+    if "by_ranks" in results:
+        parts.append(by_ranks_section(results["by_ranks"]))
     parts.append(targets_section(results))
     return "\n\n".join(parts) + "\n"
 

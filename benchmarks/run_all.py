@@ -9,6 +9,8 @@ the README shows.
     .venv/bin/python benchmarks/run_all.py                  # everything, ~4 minutes
     .venv/bin/python benchmarks/run_all.py --quick          # smoke test, ~1 minute
     .venv/bin/python benchmarks/run_all.py --only latency bandwidth
+    .venv/bin/python benchmarks/run_all.py --np 2 4 8      # also latency, bandwidth and
+                                                           # gradient step at 4 and 8 ranks
 """
 
 import argparse
@@ -17,6 +19,7 @@ import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import time
 
@@ -27,6 +30,8 @@ from launcher import BENCH_DIR, REPO_ROOT, LaunchFailed
 
 MIB = 1 << 20
 BENCHMARKS = ("latency", "bandwidth", "gradient_step", "training", "memory", "shm", "jax")
+# Run at every rank count of --np (make bench NP="2 4 8"); the rest at their own counts.
+PER_RANK_COUNT = ("latency", "bandwidth", "gradient_step")
 # Alternating 1- and 2-rank launches spreads the machine's drift over both.
 TRAINING_RANKS = (1, 2, 1, 2, 1, 2)
 MEMORY_THRESHOLDS_MIB = (0, 1, 4, 16, 64, 128)
@@ -39,6 +44,9 @@ def parse_args():
     parser.add_argument("--only", nargs="+", choices=BENCHMARKS, help="run only these benchmarks")
     parser.add_argument("--results-dir", help="where to write (default: results/<date-time>)")
     parser.add_argument("--real-data", action="store_true", help="train on Fashion-MNIST instead of synthetic data")
+    parser.add_argument("--np", nargs="+", type=int, default=[2], metavar="N",
+                        help="rank counts for latency, bandwidth and the gradient step (default 2); "
+                             "counts above the core count oversubscribe")
     parser.add_argument("--timeline", action="store_true",
                         help="record a lockstep timeline of the gradient step (slows it down a little)")
     return parser.parse_args()
@@ -53,6 +61,7 @@ class Runner:
         self.real_data = args.real_data
         self.timeline = args.timeline
         self.failures = []
+        self.ranks = 2  # the rank count of latency, bandwidth and gradient_step
 
     def launch(self, label, script, ranks, out_name, args=(), settings=None):
         print(f"--> {label}", flush=True)
@@ -68,18 +77,23 @@ class Runner:
         return result
 
     def latency(self):
-        return self.launch("1/7 latency, 2 ranks", "bench_latency.py", 2, "latency.json")
+        return self.launch(f"1/7 latency, {self.ranks} ranks", "bench_latency.py", self.ranks,
+                           self._json("latency"))
 
     def bandwidth(self):
-        return self.launch("2/7 bandwidth, 2 ranks", "bench_bandwidth.py", 2, "bandwidth.json")
+        return self.launch(f"2/7 bandwidth, {self.ranks} ranks", "bench_bandwidth.py", self.ranks,
+                           self._json("bandwidth"))
+
+    def _json(self, key):
+        return f"{key}.json" if self.ranks == 2 else f"{key}_{self.ranks}ranks.json"
 
     def gradient_step(self):
         settings = {}
         if self.timeline:
             path = os.path.join(self.results_dir, "timeline_gradient_step.json")
             settings = {"LOCKSTEP_TIMELINE": path, "LOCKSTEP_TIMELINE_MARK_CYCLES": "1"}
-        return self.launch("3/7 ResNet-50 gradient step, 2 ranks", "bench_gradient_step.py", 2,
-                           "gradient_step.json", settings=settings)
+        return self.launch(f"3/7 ResNet-50 gradient step, {self.ranks} ranks", "bench_gradient_step.py",
+                           self.ranks, self._json("gradient_step"), settings=settings)
 
     def training(self):
         data = ["--data", "real" if self.real_data else "synthetic"]
@@ -130,8 +144,38 @@ def memory_settings(quick):
     return settings
 
 
+def mpi_version():
+    try:
+        out = subprocess.run(["mpirun", "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown MPI"
+    return out.strip().splitlines()[0] if out.strip() else "unknown MPI"
+
+
 def machine_description():
-    return f"{platform.node()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    return (f"{platform.node()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
+            f"{mpi_version()}, Python {platform.python_version()}")
+
+
+def run_benchmarks(runner, keys, rank_counts):
+    """{benchmark: result} for the 2-rank runs (or the first count where 2 is not
+    asked for), plus "by_ranks": {count: {benchmark: result}} for every count."""
+    results, by_ranks = {}, {}
+    main_count = 2 if 2 in rank_counts else rank_counts[0]
+    for key in keys:
+        counts = rank_counts if key in PER_RANK_COUNT else [None]
+        for count in counts:
+            runner.ranks = count or 2
+            result = getattr(runner, key)()
+            if result is None:
+                continue
+            if count is None or count == main_count:
+                results[key] = result
+            if count is not None:
+                by_ranks.setdefault(count, {})[key] = result
+    if len(rank_counts) > 1 or rank_counts != [2]:
+        results["by_ranks"] = by_ranks
+    return results
 
 
 def load_average():
@@ -175,19 +219,15 @@ def main():
     os.makedirs(os.path.join(results_dir, "json"), exist_ok=True)
     runner = Runner(results_dir, args)
     started, load_before = time.monotonic(), load_average()
-    results = {}
-    for key in args.only or BENCHMARKS:
-        result = getattr(runner, key)()
-        if result is not None:
-            results[key] = result
+    results = run_benchmarks(runner, args.only or BENCHMARKS, args.np)
     results["meta"] = {
         "command": "make bench" if not (args.quick or args.only) else " ".join(["benchmarks/run_all.py", *sys.argv[1:]]),
         "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine_description(),
         "total_s": time.monotonic() - started, "load_before": load_before, "load_after": load_average(),
-        "quick": args.quick,
+        "quick": args.quick, "cores": os.cpu_count(), "mpi": mpi_version(), "rank_counts": args.np,
     }
     # Only a complete, undisturbed run replaces the committed copies.
-    publish = not (args.quick or args.only or args.timeline or runner.failures)
+    publish = not (args.quick or args.only or args.timeline or runner.failures or args.np != [2])
     print("\n" + write_outputs(results, results_dir, publish))
     print(f"Results in {results_dir}" + (" (also benchmarks/RESULTS.md and benchmarks/plots/)" if publish else ""))
     if runner.failures:

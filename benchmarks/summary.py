@@ -22,6 +22,7 @@ LATENCY_TARGET_S = 30e-6
 BUSBW_TARGET_RATIO = 0.95
 LARGE_SIZES = tuple(size * MIB for size in (16, 64, 256))
 SCALING_TARGET = 0.95
+BACKGROUND_THREAD_TARGET = 0.05  # of one core
 MEMORY_CONSTANT_BYTES = 16 * MIB  # "a small constant": allocator slack, MPI's own buffers
 DEFAULT_FUSION_THRESHOLD = 128 * MIB
 
@@ -91,6 +92,7 @@ def targets(results):
         checks += _gradient_targets(results["gradient_step"]["rows"])
     if "training" in results:
         checks += _training_targets(training_summary(results["training"]))
+        checks += _background_thread_targets(results["training"])
     if "memory" in results:
         checks += _memory_targets(results["memory"]["rows"])
     if "shm" in results:
@@ -160,6 +162,29 @@ def _training_targets(summary):
         "measured": f"{numbers['efficiency']:.2f} ({numbers[1]:.0f} -> {numbers[2]:.0f} samples/s; "
                     f"fastest blocks {numbers['efficiency_best']:.2f}{ceiling_text})",
         "held": numbers["efficiency"] >= SCALING_TARGET,
+    }]
+
+
+def background_thread_use(training):
+    """Medians over the 2-rank launches of the background thread's share of a core and
+    its wake-ups per step while the DistributedOptimizer trains; None if not measured."""
+    rows = [row for launch in training["launches"] if launch["ranks"] == 2 for row in launch["rows"]
+            if row["variant"] == TRAINING_VARIANT and "background_thread_core_fraction" in row]
+    if not rows:
+        return None
+    return (float(np.median([row["background_thread_core_fraction"] for row in rows])),
+            float(np.median([row["background_thread_wakeups_per_step"] for row in rows])))
+
+
+def _background_thread_targets(training):
+    use = background_thread_use(training)
+    if use is None:
+        return []
+    fraction, wakeups = use
+    return [{
+        "target": "background thread <= 5% of a core while training (2 ranks)",
+        "measured": f"{fraction * 100:.1f}% of a core, {wakeups:.0f} wake-ups per step",
+        "held": fraction <= BACKGROUND_THREAD_TARGET,
     }]
 
 

@@ -211,6 +211,15 @@ PYBIND11_MODULE(_core, m) {
   m.def("mpi_threads_supported", &MpiThreadsSupported);
   m.def("mpi_built", &MpiBuilt);
   m.def("nccl_built", &NcclBuilt);
+  m.def("engine_stats", [] {
+    EngineStats stats = GetEngineStats();
+    py::dict out;
+    out["cycles"] = stats.cycles;
+    out["full_rounds"] = stats.full_rounds;
+    out["cached_responses"] = stats.cached_responses;
+    out["negotiated_responses"] = stats.negotiated_responses;
+    return out;
+  });
   m.def("start_timeline", &StartTimeline, py::arg("path"), py::arg("mark_cycles") = false);
   m.def("stop_timeline", &StopTimeline);
 

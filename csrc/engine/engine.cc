@@ -107,6 +107,7 @@ void Engine::Loop() {
       NegotiationResult result =
           controller_.Negotiate(shutdown_requested_, joined_, !pending_.empty());
       if (result.shutdown) break;
+      CountCycle(result);
       const bool progress = !result.responses.empty();
       Execute(PlanFusion(std::move(result.responses), config_.fusion_threshold_bytes,
                          config_.chunk_bytes));
@@ -125,6 +126,24 @@ void Engine::WaitForNextCycle() {
   // starts at once and waits inside the cycle for the others.
   auto timeout = pending_.empty() ? CycleTime(config_) * idle_stretch_ : backoff_;
   if (timeout.count() > 0) queue_.WaitForWork(timeout);
+}
+
+void Engine::CountCycle(const NegotiationResult& result) {
+  const auto relaxed = std::memory_order_relaxed;
+  cycles_.fetch_add(1, relaxed);
+  if (result.full_round) full_rounds_.fetch_add(1, relaxed);
+  cached_responses_.fetch_add(result.cached_responses, relaxed);
+  negotiated_responses_.fetch_add(
+      static_cast<int64_t>(result.responses.size()) - result.cached_responses, relaxed);
+}
+
+EngineStats Engine::stats() const {
+  EngineStats stats;
+  stats.cycles = cycles_.load();
+  stats.full_rounds = full_rounds_.load();
+  stats.cached_responses = cached_responses_.load();
+  stats.negotiated_responses = negotiated_responses_.load();
+  return stats;
 }
 
 void Engine::UpdateBackoff(bool made_progress, const NegotiationResult& result) {

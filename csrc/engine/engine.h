@@ -40,6 +40,7 @@ class Engine {
   bool running() const { return running_.load(); }
   std::string stop_reason() const;
   Timeline& timeline() { return timeline_; }
+  EngineStats stats() const;
 
   // `callbacks` is empty (the caller waits on the returned handles) or holds one
   // callback per spec.
@@ -58,6 +59,7 @@ class Engine {
   void Complete(const std::string& name, Status status, OpResult result);
   void FailEverything(const std::string& reason);
   void UpdateBackoff(bool made_progress, const NegotiationResult& result);
+  void CountCycle(const NegotiationResult& result);
 
   Config config_;
   MpiContext mpi_;
@@ -79,6 +81,9 @@ class Engine {
   // rank had work, up to kMaxIdleStretch.
   static constexpr int kMaxIdleStretch = 16;
   int idle_stretch_ = 1;
+
+  // Written by the background thread only, read by any thread through stats().
+  std::atomic<int64_t> cycles_{0}, full_rounds_{0}, cached_responses_{0}, negotiated_responses_{0};
 
   std::atomic<bool> shutdown_requested_{false};
   std::atomic<bool> running_{false};

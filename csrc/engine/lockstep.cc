@@ -104,6 +104,8 @@ void StartTimeline(const std::string& path, bool mark_cycles) {
 
 void StopTimeline() { RunningEngine()->timeline().Stop(); }
 
+EngineStats GetEngineStats() { return RunningEngine()->stats(); }
+
 Handle Enqueue(OpSpec spec) {
   std::vector<OpSpec> one;
   one.push_back(std::move(spec));

@@ -104,6 +104,7 @@ NegotiationResult Controller::Negotiate(bool shutdown_requested, bool joined, bo
     return result;
   }
   TakeReadyFromCache(ready, &result.responses);
+  result.cached_responses = static_cast<int>(result.responses.size());
   TrackPartial(partial);
   cache_paused_ = flags.any_joined;
   if (flags.any_joined) {  // joined ranks set no bits: go through the coordinator
@@ -111,6 +112,7 @@ NegotiationResult Controller::Negotiate(bool shutdown_requested, bool joined, bo
     cached_pending_.clear();
   }
   if (flags.need_full_round) {
+    result.full_round = true;
     ResponseList list = FullRound();
     ApplyCacheUpdates(list);
     for (Response& response : list.responses) result.responses.push_back(std::move(response));

@@ -26,6 +26,8 @@ struct NegotiationResult {
   bool shutdown = false;            // some rank asked to shut down
   bool all_ranks_waiting = false;   // every rank had unfinished work when the cycle began
   bool any_rank_waiting = false;    // some rank had unfinished work when the cycle began
+  int cached_responses = 0;         // how many of `responses` came from the cache
+  bool full_round = false;          // the cycle went through the coordinator
 };
 
 class Controller {

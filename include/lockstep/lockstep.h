@@ -107,6 +107,16 @@ bool MpiThreadsSupported();
 bool MpiBuilt();
 bool NcclBuilt();
 
+// Counters of this process's background loop since Init(), for tests and benchmarks:
+// how often it cycled and how the responses it executed were agreed on.
+struct EngineStats {
+  int64_t cycles = 0;                // negotiation cycles run
+  int64_t full_rounds = 0;           // cycles that went through the coordinator
+  int64_t cached_responses = 0;      // responses agreed on through the cache's bits
+  int64_t negotiated_responses = 0;  // responses the coordinator built
+};
+EngineStats GetEngineStats();  // throws Error when lockstep is not running
+
 void StartTimeline(const std::string& path, bool mark_cycles);
 void StopTimeline();
 

@@ -37,3 +37,7 @@ def test_allgather_broadcast_alltoall_reducescatter_objects(num_ranks, tmp_path)
 
 def test_join_with_uneven_work(num_ranks):
     run_ranks("join_ranks.py", num_ranks).assert_all_ranks_passed(num_ranks)
+
+
+def test_repeated_unnamed_ops_hit_the_response_cache(num_ranks):
+    run_ranks("auto_name_cache.py", num_ranks).assert_all_ranks_passed(num_ranks)

@@ -2,6 +2,7 @@
 handle table, argument validation and array conversion. (MPI is never
 initialized here: importing lockstep does not start it.)"""
 
+import sys
 import warnings
 
 import ml_dtypes
@@ -18,12 +19,22 @@ from lockstep.common.ops import handle_average_backwards_compatibility, to_core_
 from lockstep.numpy.arrays import as_array, tensor_ref
 
 
-def test_automatic_names_come_from_the_core_counters():
+def test_automatic_names_count_per_kind_and_call_site_and_restart():
     namer = OpNamer()
-    names = [namer.name_for("local-test-a", None), namer.name_for("local-test-b", None),
-             namer.name_for("local-test-a", None), namer.name_for("local-test-a", "mine")]
-    assert names == ["local-test-a.noname.0", "local-test-b.noname.0", "local-test-a.noname.1", "mine"]
-    assert _core.auto_name("local-test-a") == "local-test-a.noname.2"  # one counter for every frontend
+
+    def submit(kind, name=None):  # one call site: the line below
+        return namer.name_for(kind, name)
+
+    site = f"test_numpy_local.py:{submit.__code__.co_firstlineno + 1}"
+    names = [submit("local-test-a"), submit("local-test-b"), submit("local-test-a"), submit("local-test-a", "mine")]
+    assert names == [f"local-test-a.auto.{site}.0", f"local-test-b.auto.{site}.0",
+                     f"local-test-a.auto.{site}.1", "mine"]
+    elsewhere = namer.name_for("local-test-a", None)
+    assert elsewhere == f"local-test-a.auto.test_numpy_local.py:{sys._getframe().f_lineno - 1}.0"
+    namer.restart()
+    assert submit("local-test-a") == f"local-test-a.auto.{site}.0"
+    # The TensorFlow kernels' counters live in the core, in their own namespace.
+    assert _core.auto_name("local-test-a") == "local-test-a.noname.0"
 
 
 def test_handle_table_issues_and_forgets_handles():

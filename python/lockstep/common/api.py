@@ -7,6 +7,7 @@ from lockstep.common.basics import (
     cross_rank,
     cuda_built,
     ddl_built,
+    engine_stats,
     gloo_built,
     gloo_enabled,
     cross_size,
@@ -39,7 +40,7 @@ from lockstep.common.ops import Adasum, Average, Max, Min, Product, Sum
 __all__ = [
     "ccl_built", "cuda_built", "ddl_built", "gloo_built", "gloo_enabled", "rocm_built",
     "cross_rank", "cross_size", "init", "is_initialized", "local_rank", "local_size",
-    "mpi_built", "mpi_enabled", "mpi_threads_supported", "nccl_built", "rank", "shutdown",
+    "engine_stats", "mpi_built", "mpi_enabled", "mpi_threads_supported", "nccl_built", "rank", "shutdown",
     "size", "start_timeline", "stop_timeline",
     "AbortedError", "HorovodInternalError", "InvalidArgumentError", "LockstepError", "NotInitializedError",
     "PreconditionError", "UnsupportedOperationError",

@@ -122,6 +122,16 @@ def ddl_built():
     return False
 
 
+def engine_stats():
+    """Counters of this process's background loop since init(), as a dict: `cycles`,
+    `full_rounds` (cycles that went through the coordinator), `cached_responses`
+    (collectives agreed on through the response cache's bits) and
+    `negotiated_responses` (those the coordinator built). Not in Horovod; for
+    checking that a training loop runs on the cached fast path."""
+    require_initialized()
+    return _core.engine_stats()
+
+
 def start_timeline(file_path, mark_cycles=False):
     """Record a Chrome-tracing timeline of every op to file_path."""
     require_initialized()

@@ -83,6 +83,8 @@ class OpDispatcher:
         except self._core.LockstepError:
             self._require_initialized()  # the not-initialized error has its own type
             raise
+        finally:
+            self._restart_names_if_idle()
 
     def grouped_allreduce(self, tensors, outputs, scaling, name, finish):
         """All members share one op, scaling and name prefix; they are negotiated as a unit."""
@@ -181,6 +183,7 @@ class OpDispatcher:
                 results.append(self._core.wait(core_handle))
             except self._core.LockstepError as error:
                 first_error = first_error or error
+        self._restart_names_if_idle()
         if first_error is not None:
             raise first_error
         return pending.finish(results)
@@ -190,6 +193,12 @@ class OpDispatcher:
     def _require_initialized(self):
         if not self._core.is_initialized():
             raise NotInitializedError(self._core.not_running_reason() or None)
+
+    def _restart_names_if_idle(self):
+        """After an op finished: with nothing left in flight, automatic names start over
+        (see lockstep.common.naming)."""
+        if len(self._handles) == 0:
+            self._namer.restart()
 
     def _name(self, kind, name):
         return self._namer.name_for(kind, validation.check_name(name))
