@@ -144,6 +144,32 @@ def _jax_targets(jax_result):
             f"{theirs * 1e3:.2f} ms ({'held' if ours < theirs else 'missed'})"]
 
 
+def autotune_section(autotune):
+    launches = autotune["launches"]
+    table = []
+    for launch in launches:
+        row = launch["rows"][0]
+        chosen = "-"
+        if launch.get("log") and launch["log"]["final"]:
+            final = launch["log"]["final"]
+            chosen = (f"chunk {size_label(int(final['chunk_bytes']))}, fusion "
+                      f"{size_label(int(final['fusion_threshold_bytes']))}, cycle {final['cycle_time_ms']} ms, "
+                      f"shm {'on' if final['shm_allreduce'] == '1' else 'off'} "
+                      f"({launch['log']['windows']} windows)")
+        elif launch["mode"] == "autotune":
+            chosen = "tuning did not finish"
+        table.append([launch["mode"], f"{row['median_s'] * 1e3:.1f}", f"{row['p90_s'] * 1e3:.1f}", chosen])
+    medians = summary.autotune_medians(autotune)
+    ratio = ""
+    if medians:
+        ratio = (f" Median over launches: default {medians[0] * 1e3:.1f} ms, autotuned "
+                 f"{medians[1] * 1e3:.1f} ms ({medians[0] / medians[1]:.2f}x).")
+    return ("### 8. Autotuning: ResNet-50 gradient step after "
+            f"{launches[0]['tune_steps']} untimed steps (ms, steady state, slowest rank; launches alternate, "
+            "so this compares launches, not variants in one job)." + ratio + "\n\n"
+            + markdown_table(["settings", "median", "p90", "autotune's choice"], table))
+
+
 def by_ranks_section(by_ranks):
     """One row per rank count: the small-op latency, busbw against MPI at a few sizes,
     and the gradient step against the fastest raw-MPI strategy."""
@@ -203,6 +229,7 @@ SECTIONS = (
     ("memory", memory_section),
     ("shm", shm_section),
     ("jax", jax_section),
+    ("autotune", autotune_section),
 )
 
 

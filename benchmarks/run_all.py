@@ -1,4 +1,4 @@
-"""`make bench`: run the seven benchmarks side by side with their comparators.
+"""`make bench`: run the eight benchmarks side by side with their comparators.
 
 Each benchmark is its own mpirun job (2 ranks; training also 1 rank, shm also 3). The JSON of
 every job, a Markdown report and PNG plots go to results/<date-time>/ (and
@@ -14,6 +14,7 @@ the README shows.
 """
 
 import argparse
+import csv
 import importlib.util
 import json
 import os
@@ -29,7 +30,9 @@ import report
 from launcher import BENCH_DIR, REPO_ROOT, LaunchFailed
 
 MIB = 1 << 20
-BENCHMARKS = ("latency", "bandwidth", "gradient_step", "training", "memory", "shm", "jax")
+BENCHMARKS = ("latency", "bandwidth", "gradient_step", "training", "memory", "shm", "jax", "autotune")
+# Default and autotuned launches alternate, spreading the machine's drift over both.
+AUTOTUNE_LAUNCHES = ("default", "autotune") * 3
 # Run at every rank count of --np (make bench NP="2 4 8"); the rest at their own counts.
 PER_RANK_COUNT = ("latency", "bandwidth", "gradient_step")
 # Alternating 1- and 2-rank launches spreads the machine's drift over both.
@@ -77,11 +80,11 @@ class Runner:
         return result
 
     def latency(self):
-        return self.launch(f"1/7 latency, {self.ranks} ranks", "bench_latency.py", self.ranks,
+        return self.launch(f"1/8 latency, {self.ranks} ranks", "bench_latency.py", self.ranks,
                            self._json("latency"))
 
     def bandwidth(self):
-        return self.launch(f"2/7 bandwidth, {self.ranks} ranks", "bench_bandwidth.py", self.ranks,
+        return self.launch(f"2/8 bandwidth, {self.ranks} ranks", "bench_bandwidth.py", self.ranks,
                            self._json("bandwidth"))
 
     def _json(self, key):
@@ -92,7 +95,7 @@ class Runner:
         if self.timeline:
             path = os.path.join(self.results_dir, "timeline_gradient_step.json")
             settings = {"LOCKSTEP_TIMELINE": path, "LOCKSTEP_TIMELINE_MARK_CYCLES": "1"}
-        return self.launch(f"3/7 ResNet-50 gradient step, {self.ranks} ranks", "bench_gradient_step.py",
+        return self.launch(f"3/8 ResNet-50 gradient step, {self.ranks} ranks", "bench_gradient_step.py",
                            self.ranks, self._json("gradient_step"), settings=settings)
 
     def training(self):
@@ -100,7 +103,7 @@ class Runner:
         ranks_list = TRAINING_RANKS[:2] if self.quick else TRAINING_RANKS
         launches = []
         for index, ranks in enumerate(ranks_list):
-            label = f"4/7 training throughput, {ranks} rank(s), launch {index + 1} of {len(ranks_list)}"
+            label = f"4/8 training throughput, {ranks} rank(s), launch {index + 1} of {len(ranks_list)}"
             result = self.launch(label, "bench_training.py", ranks, f"training_{index}_{ranks}ranks.json", data)
             if result is not None:
                 launches.append(result)
@@ -111,7 +114,7 @@ class Runner:
         for settings in memory_settings(self.quick):
             described = ", ".join(f"{name}={value}" for name, value in settings.items())
             name = "memory_" + "_".join(f"{key.split('_')[-1].lower()}{value}" for key, value in settings.items())
-            result = self.launch(f"5/7 memory, {described}", "bench_memory.py", 2, f"{name}.json", settings=settings)
+            result = self.launch(f"5/8 memory, {described}", "bench_memory.py", 2, f"{name}.json", settings=settings)
             if result is not None:
                 rows += result["rows"]
         return {"rows": rows} if rows else None
@@ -120,7 +123,7 @@ class Runner:
     def shm(self):
         rows = []
         for ranks in SHM_RANKS:
-            result = self.launch(f"6/7 shared-memory allreduce vs MPI path, {ranks} ranks", "bench_shm.py", ranks,
+            result = self.launch(f"6/8 shared-memory allreduce vs MPI path, {ranks} ranks", "bench_shm.py", ranks,
                                  f"shm_{ranks}ranks.json")
             if result is not None:
                 rows += [dict(row, ranks=ranks) for row in result["rows"]]
@@ -130,10 +133,35 @@ class Runner:
     def jax(self):
         # Skipped (not failed) where JAX is not installed: it is an optional frontend.
         if importlib.util.find_spec("jax") is None:
-            print("7/7 JAX inside jit: skipped, jax is not installed", flush=True)
+            print("7/8 JAX inside jit: skipped, jax is not installed", flush=True)
             return None
-        return self.launch("7/7 JAX collectives and training step inside jit vs mpi4jax, 2 ranks", "bench_jax.py",
+        return self.launch("7/8 JAX collectives and training step inside jit vs mpi4jax, 2 ranks", "bench_jax.py",
                            2, "jax.json")
+
+
+    def autotune(self):
+        launches = []
+        modes = AUTOTUNE_LAUNCHES[:2] if self.quick else AUTOTUNE_LAUNCHES
+        for index, mode in enumerate(modes):
+            settings, log = {}, None
+            if mode == "autotune":
+                log = os.path.join(self.results_dir, f"autotune_{index}.csv")
+                settings = {"LOCKSTEP_AUTOTUNE": "1", "LOCKSTEP_AUTOTUNE_LOG": log}
+            result = self.launch(f"8/8 gradient step, {mode} settings, launch {index + 1} of {len(modes)}",
+                                 "bench_autotune.py", 2, f"autotune_{index}_{mode}.json", settings=settings)
+            if result is not None:
+                launches.append(dict(result, mode=mode, log=read_autotune_log(log)))
+        return {"launches": launches} if launches else None
+
+
+def read_autotune_log(path):
+    """The tuner's windows and its final choice, or None."""
+    if path is None or not os.path.exists(path):
+        return None
+    with open(path) as stream:
+        rows = list(csv.DictReader(stream))
+    return {"windows": len([row for row in rows if row["phase"] != "final"]),
+            "final": next((row for row in rows if row["phase"] == "final"), None)}
 
 
 def memory_settings(quick):

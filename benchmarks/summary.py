@@ -97,6 +97,8 @@ def targets(results):
         checks += _memory_targets(results["memory"]["rows"])
     if "shm" in results:
         checks += _shm_targets(results["shm"]["rows"])
+    if "autotune" in results:
+        checks += _autotune_targets(results["autotune"])
     return checks
 
 
@@ -186,6 +188,25 @@ def _background_thread_targets(training):
         "measured": f"{fraction * 100:.1f}% of a core, {wakeups:.0f} wake-ups per step",
         "held": fraction <= BACKGROUND_THREAD_TARGET,
     }]
+
+
+def autotune_medians(autotune):
+    """(default, autotuned) medians over launches of the steady step, or None."""
+    by_mode = {}
+    for launch in autotune["launches"]:
+        by_mode.setdefault(launch["mode"], []).append(launch["rows"][0]["median_s"])
+    if {"default", "autotune"} <= set(by_mode):
+        return float(np.median(by_mode["default"])), float(np.median(by_mode["autotune"]))
+    return None
+
+
+def _autotune_targets(autotune):
+    medians = autotune_medians(autotune)
+    if medians is None:
+        return []
+    return [{"target": "autotuned gradient step no slower than default settings",
+             "measured": f"{medians[1] * 1e3:.1f} vs {medians[0] * 1e3:.1f} ms",
+             "held": medians[1] <= medians[0] * 1.02}]
 
 
 def _memory_targets(rows):

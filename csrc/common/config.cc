@@ -96,6 +96,23 @@ LogLevel ReadLogLevel(const Setting& setting) {
   Reject(setting, "a log level (trace, debug, info, warning, error, fatal)");
 }
 
+// Horovod's names for the same settings (HOROVOD_AUTOTUNE_WARMUP_SAMPLES, ...) work too.
+void ParseAutotune(const Lookup& lookup, Config* config) {
+  if (auto s = FindSetting(lookup, "AUTOTUNE")) config->autotune = ReadBool(*s);
+  if (auto s = FindSetting(lookup, "AUTOTUNE_LOG")) config->autotune_log = s->value;
+  if (auto s = FindSetting(lookup, "AUTOTUNE_WARMUP_SAMPLES")) {
+    config->autotune_warmup_windows =
+        static_cast<int>(ReadInteger(*s, 1000000, "a whole number of windows from 0 to 1000000"));
+  }
+  if (auto s = FindSetting(lookup, "AUTOTUNE_STEPS_PER_SAMPLE")) {
+    config->autotune_cycles_per_window =
+        static_cast<int>(ReadInteger(*s, 1000000, "a whole number of cycles from 1 to 1000000"));
+    if (config->autotune_cycles_per_window < 1) {
+      throw ConfigError(s->name + "=\"" + s->value + "\" must be at least 1");
+    }
+  }
+}
+
 }  // namespace
 
 const char* LogLevelName(LogLevel level) {
@@ -121,6 +138,7 @@ Config ParseConfig(const Lookup& lookup) {
   if (auto s = FindSetting(lookup, "FUSION_THRESHOLD")) {
     config.fusion_threshold_bytes =
         ReadInteger(*s, std::numeric_limits<int64_t>::max(), "a whole number of bytes >= 0");
+    config.fusion_threshold_set = true;
   }
   if (auto s = FindSetting(lookup, "CHUNK_BYTES")) {
     config.chunk_bytes = ReadInteger(*s, std::numeric_limits<int64_t>::max(),
@@ -128,11 +146,16 @@ Config ParseConfig(const Lookup& lookup) {
     if (config.chunk_bytes % 8 != 0) {
       throw ConfigError(s->name + "=\"" + s->value + "\" is not a multiple of 8 bytes");
     }
+    config.chunk_bytes_set = true;
   }
   if (auto s = FindSetting(lookup, "SHM_ALLREDUCE")) {
     config.shm_allreduce_min_ranks = ReadShmMode(*s);
+    config.shm_allreduce_set = true;
   }
-  if (auto s = FindSetting(lookup, "CYCLE_TIME")) config.cycle_time_ms = ReadMilliseconds(*s);
+  if (auto s = FindSetting(lookup, "CYCLE_TIME")) {
+    config.cycle_time_ms = ReadMilliseconds(*s);
+    config.cycle_time_set = true;
+  }
   if (auto s = FindSetting(lookup, "CACHE_CAPACITY")) {
     config.cache_capacity = static_cast<int>(ReadInteger(
         *s, kMaxCacheCapacity, "a whole number from 0 to " + std::to_string(kMaxCacheCapacity)));
@@ -150,6 +173,7 @@ Config ParseConfig(const Lookup& lookup) {
     config.stall_shutdown_seconds = ReadSeconds(*s);
   }
   if (auto s = FindSetting(lookup, "LOG_LEVEL")) config.log_level = ReadLogLevel(*s);
+  ParseAutotune(lookup, &config);
   return config;
 }
 
@@ -177,7 +201,8 @@ std::string Describe(const Config& config) {
   } else {
     out << config.stall_shutdown_seconds << "s";
   }
-  out << " log_level=" << LogLevelName(config.log_level);
+  out << " log_level=" << LogLevelName(config.log_level)
+      << " autotune=" << (config.autotune ? "on" : "off");
   return out.str();
 }
 

@@ -33,6 +33,18 @@ struct Config {
   bool stall_check_disabled = false;
   double stall_shutdown_seconds = 0.0;  // 0: never fail stalled ops
   LogLevel log_level = LogLevel::kWarning;
+
+  // LOCKSTEP_AUTOTUNE: tune fusion threshold, chunk size, cycle time and the
+  // shared-memory switch online (engine/autotuner.h); what the user set stays fixed.
+  bool autotune = false;
+  std::string autotune_log;             // CSV of the measured windows, written by rank 0
+  int autotune_warmup_windows = 3;      // discarded before the first trial
+  int autotune_cycles_per_window = 10;  // cycles that executed collectives, per window
+  // Which tunable settings the environment set.
+  bool fusion_threshold_set = false;
+  bool chunk_bytes_set = false;
+  bool cycle_time_set = false;
+  bool shm_allreduce_set = false;
 };
 
 constexpr int kMaxCacheCapacity = 1 << 16;

@@ -27,6 +27,17 @@ std::chrono::microseconds CycleTime(const Config& config) {
   return std::chrono::microseconds(static_cast<int64_t>(micros));
 }
 
+// With autotuning free to pick them, the shared-memory window is made as large as any
+// chunk it may try, and exists from 2 ranks so the switch can be tried there too.
+int64_t ShmWindowBytes(const Config& config) {
+  return config.autotune && !config.chunk_bytes_set ? MpiBackend::kShmMaxBytes : config.chunk_bytes;
+}
+
+int ShmMinRanks(const Config& config) {
+  if (!config.autotune || config.shm_allreduce_set) return config.shm_allreduce_min_ranks;
+  return 2;
+}
+
 }  // namespace
 
 Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
@@ -34,13 +45,23 @@ Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
       mpi_(),
       logger_(config.log_level, mpi_.topology().rank),
       mpi_types_(),
-      mpi_backend_(mpi_.comm(), mpi_types_, config.chunk_bytes, config.shm_allreduce_min_ranks),
+      mpi_backend_(mpi_.comm(), mpi_types_, ShmWindowBytes(config), ShmMinRanks(config)),
       handles_(handles),
       namer_(namer),
       controller_(
           mpi_.comm(), mpi_.topology(), config_, logger_,
           [this](std::chrono::microseconds timeout) { return queue_.WaitForWork(timeout); }),
       runner_(mpi_.topology(), mpi_backend_, timeline_, config_.chunk_bytes) {
+  if (config_.autotune) {
+    // Start from what the job would run with untuned.
+    const bool shm_default =
+        config_.shm_allreduce_min_ranks > 0 && topology().size >= config_.shm_allreduce_min_ranks;
+    mpi_backend_.set_shm_enabled(shm_default);
+    TunedSettings initial{config_.fusion_threshold_bytes, config_.chunk_bytes,
+                          config_.cycle_time_ms, mpi_backend_.shm_active()};
+    autotune_ = std::make_unique<AutotuneDriver>(config_, initial, mpi_backend_.shm_available(),
+                                                 mpi_.comm(), topology().rank, logger_);
+  }
   if (logger_.Enabled(LogLevel::kDebug)) {
     logger_.Log(LogLevel::kDebug, Describe(config_));
     if (mpi_backend_.shm_active()) {
@@ -109,8 +130,12 @@ void Engine::Loop() {
       if (result.shutdown) break;
       CountCycle(result);
       const bool progress = !result.responses.empty();
+      const int64_t moved = autotune_ && progress ? BytesOf(result.responses) : 0;
       Execute(PlanFusion(std::move(result.responses), config_.fusion_threshold_bytes,
                          config_.chunk_bytes));
+      if (autotune_ && progress) {
+        if (auto tuned = autotune_->AfterCycle(moved)) ApplyTunedSettings(*tuned);
+      }
       UpdateBackoff(progress, result);
     }
   } catch (const std::exception& e) {
@@ -144,6 +169,21 @@ EngineStats Engine::stats() const {
   stats.cached_responses = cached_responses_.load();
   stats.negotiated_responses = negotiated_responses_.load();
   return stats;
+}
+
+int64_t Engine::BytesOf(const std::vector<Response>& responses) {
+  int64_t bytes = 0;
+  for (const Response& response : responses) bytes += ResponseBytes(response);
+  return bytes;
+}
+
+// Between cycles, identically on every rank: the next cycle plans and runs with these.
+void Engine::ApplyTunedSettings(const TunedSettings& settings) {
+  config_.fusion_threshold_bytes = settings.fusion_threshold_bytes;
+  config_.chunk_bytes = settings.chunk_bytes;
+  config_.cycle_time_ms = settings.cycle_time_ms;
+  runner_.set_chunk_bytes(settings.chunk_bytes);
+  mpi_backend_.set_shm_enabled(settings.shm_allreduce);
 }
 
 void Engine::UpdateBackoff(bool made_progress, const NegotiationResult& result) {

@@ -16,6 +16,7 @@
 #include "backends/mpi/mpi_types.h"
 #include "common/config.h"
 #include "common/logging.h"
+#include "engine/autotune_driver.h"
 #include "engine/handle_table.h"
 #include "engine/op_namer.h"
 #include "engine/op_runner.h"
@@ -60,6 +61,8 @@ class Engine {
   void FailEverything(const std::string& reason);
   void UpdateBackoff(bool made_progress, const NegotiationResult& result);
   void CountCycle(const NegotiationResult& result);
+  static int64_t BytesOf(const std::vector<Response>& responses);
+  void ApplyTunedSettings(const TunedSettings& settings);
 
   Config config_;
   MpiContext mpi_;
@@ -81,6 +84,7 @@ class Engine {
   // rank had work, up to kMaxIdleStretch.
   static constexpr int kMaxIdleStretch = 16;
   int idle_stretch_ = 1;
+  std::unique_ptr<AutotuneDriver> autotune_;  // null unless LOCKSTEP_AUTOTUNE is on
 
   // Written by the background thread only, read by any thread through stats().
   std::atomic<int64_t> cycles_{0}, full_rounds_{0}, cached_responses_{0}, negotiated_responses_{0};

@@ -22,6 +22,7 @@ class OpRunner {
   // entries[i] is this rank's tensor for response.names[i], or nullptr when this rank
   // has joined. Returns one result per name; throws Error if the collective fails.
   std::vector<OpResult> Run(const Response& response, const std::vector<TensorEntry*>& entries);
+  void set_chunk_bytes(int64_t chunk_bytes) { chunk_bytes_ = chunk_bytes; }
 
  private:
   Backend& BackendFor(const Response& response);
@@ -41,7 +42,7 @@ class OpRunner {
   Topology topology_;
   Backend& host_backend_;
   Timeline& timeline_;
-  int64_t chunk_bytes_;
+  int64_t chunk_bytes_;         // changed only by the autotuner, between cycles
   FusionBuffer fusion_buffer_;  // staging for fused chunks and scaled reducescatter input
 };
 

@@ -45,14 +45,33 @@ TEST(ConfigTest, DefaultsWhenNothingIsSet) {
   EXPECT_FALSE(config.stall_check_disabled);
   EXPECT_EQ(config.stall_shutdown_seconds, 0.0);
   EXPECT_EQ(config.log_level, LogLevel::kWarning);
+  EXPECT_FALSE(config.autotune);
+  EXPECT_EQ(config.autotune_warmup_windows, 3);
+  EXPECT_EQ(config.autotune_cycles_per_window, 10);
+  EXPECT_FALSE(config.fusion_threshold_set || config.chunk_bytes_set || config.cycle_time_set ||
+               config.shm_allreduce_set);
+}
+
+TEST(ConfigTest, AutotuneWindowsNeedAtLeastOneCycle) {
+  EXPECT_NE(ErrorFor({{"LOCKSTEP_AUTOTUNE_STEPS_PER_SAMPLE", "0"}}).find("at least 1"),
+            std::string::npos);
+  EXPECT_NE(ErrorFor({{"HOROVOD_AUTOTUNE", "maybe"}}).find("HOROVOD_AUTOTUNE"), std::string::npos);
 }
 
 Environment AllSettings(const std::string& prefix) {
-  return {{prefix + "FUSION_THRESHOLD", "1048576"}, {prefix + "CYCLE_TIME", "2.5"},
-          {prefix + "CACHE_CAPACITY", "17"},        {prefix + "TIMELINE", "/tmp/t.json"},
-          {prefix + "TIMELINE_MARK_CYCLES", "1"},   {prefix + "STALL_CHECK_TIME_SECONDS", "5.5"},
-          {prefix + "STALL_CHECK_DISABLE", "true"}, {prefix + "STALL_SHUTDOWN_TIME_SECONDS", "30"},
-          {prefix + "LOG_LEVEL", "debug"}};
+  return {{prefix + "FUSION_THRESHOLD", "1048576"},
+          {prefix + "CYCLE_TIME", "2.5"},
+          {prefix + "CACHE_CAPACITY", "17"},
+          {prefix + "TIMELINE", "/tmp/t.json"},
+          {prefix + "TIMELINE_MARK_CYCLES", "1"},
+          {prefix + "STALL_CHECK_TIME_SECONDS", "5.5"},
+          {prefix + "STALL_CHECK_DISABLE", "true"},
+          {prefix + "STALL_SHUTDOWN_TIME_SECONDS", "30"},
+          {prefix + "LOG_LEVEL", "debug"},
+          {prefix + "AUTOTUNE", "1"},
+          {prefix + "AUTOTUNE_LOG", "/tmp/tune.csv"},
+          {prefix + "AUTOTUNE_WARMUP_SAMPLES", "5"},
+          {prefix + "AUTOTUNE_STEPS_PER_SAMPLE", "7"}};
 }
 
 void ExpectAllSettings(const Config& config) {
@@ -65,6 +84,15 @@ void ExpectAllSettings(const Config& config) {
   EXPECT_TRUE(config.stall_check_disabled);
   EXPECT_EQ(config.stall_shutdown_seconds, 30.0);
   EXPECT_EQ(config.log_level, LogLevel::kDebug);
+  EXPECT_TRUE(config.autotune);
+  EXPECT_EQ(config.autotune_log, "/tmp/tune.csv");
+  EXPECT_EQ(config.autotune_warmup_windows, 5);
+  EXPECT_EQ(config.autotune_cycles_per_window, 7);
+  // Set explicitly, so the autotuner leaves them alone.
+  EXPECT_TRUE(config.fusion_threshold_set);
+  EXPECT_TRUE(config.cycle_time_set);
+  EXPECT_FALSE(config.chunk_bytes_set);
+  EXPECT_FALSE(config.shm_allreduce_set);
 }
 
 TEST(ConfigTest, ReadsEveryLockstepVariable) { ExpectAllSettings(Parse(AllSettings("LOCKSTEP_"))); }

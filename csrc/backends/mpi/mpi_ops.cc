@@ -91,7 +91,7 @@ void MpiBackend::Allreduce(const void* input, void* output, int64_t count, DataT
   auto out = static_cast<char*>(output);
   const int64_t element = DataTypeSize(dtype);
   const int64_t bytes = count * element;
-  if (shm_ && bytes >= kShmMinBytes && bytes <= shm_->max_bytes()) {
+  if (shm_active() && bytes >= kShmMinBytes && bytes <= shm_->max_bytes()) {
     shm_->Run(input, output, count, dtype, op);
     return;
   }

@@ -22,7 +22,10 @@ class MpiBackend : public Backend {
   // The window holds two slots of this many bytes per rank at most, whatever the chunk
   // size; larger pieces (LOCKSTEP_CHUNK_BYTES raised past it, or 0) stay with MPI.
   static constexpr int64_t kShmMaxBytes = 8 * 1024 * 1024;
-  bool shm_active() const { return shm_ != nullptr; }
+  bool shm_available() const { return shm_ != nullptr; }
+  bool shm_active() const { return shm_ != nullptr && shm_enabled_; }
+  // The autotuner's switch; a no-op where shared memory is not available.
+  void set_shm_enabled(bool enabled) { shm_enabled_ = enabled; }
   const char* name() const override { return "MPI"; }
 
   void Allreduce(const void* input, void* output, int64_t count, DataType dtype,
@@ -42,6 +45,7 @@ class MpiBackend : public Backend {
   const MpiTypes& types_;
   int size_ = 1;
   std::unique_ptr<ShmAllreduce> shm_;  // null unless usable
+  bool shm_enabled_ = true;
   AdasumMpi adasum_;
 };
 
