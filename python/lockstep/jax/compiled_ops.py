@@ -10,9 +10,16 @@ reducescatter results are only sized after negotiation. So:
   also needs `received_splits` (rows from each rank);
 - reducescatter gives the first ranks the extra rows, as the core does.
 A rank whose actual result differs from the traced shape gets a clear error.
+
+Under jax.vmap every rank must map over the same batch size. Allreduce and
+broadcast work element by element, so a batch is just a larger tensor (XLA
+broadcasts unbatched inputs of a group to the batch: vmap_method="broadcast_all").
+The ops that work on rows (allgather, alltoall, reducescatter) act on each batch
+member's rows: see rows_vmappable.
 """
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from lockstep import _core
@@ -24,7 +31,7 @@ _NO_SPLITS = np.zeros(0, np.int64)
 
 
 def call(op_type, kind, inputs, out_types, name, reduce_op=Average, prescale=1.0, postscale=1.0,
-         root_rank=0, splits=_NO_SPLITS, allowed_ops=None):
+         root_rank=0, splits=_NO_SPLITS, allowed_ops=None, elementwise=False):
     """Bind one custom call over `inputs` (a list) producing `out_types` (a list of
     jax.ShapeDtypeStruct); returns the list of outputs."""
     basics.require_initialized()  # at trace time, so the error is not deferred to a run
@@ -39,8 +46,31 @@ def call(op_type, kind, inputs, out_types, name, reduce_op=Average, prescale=1.0
         root_rank=np.int32(root_rank),
         splits=np.asarray(splits, np.int64),
     )
-    run = jax.ffi.ffi_call(target, list(out_types), has_side_effect=True)
+    vmap_method = "broadcast_all" if elementwise else None
+    run = jax.ffi.ffi_call(target, list(out_types), has_side_effect=True, vmap_method=vmap_method)
     return list(run(*inputs, **attributes))
+
+
+def rows_vmappable(function, batched_outputs):
+    """`function(x)`, a collective over the rows (first dimension) of x, under jax.vmap
+    as well: the batch axis moves behind the rows for the one collective, so each
+    batch member's rows are gathered, exchanged or scattered, and moves back in front.
+    `batched_outputs`: per output, whether it has the batch axis (alltoall's received
+    splits do not)."""
+    mapped = jax.custom_batching.custom_vmap(function)
+
+    @mapped.def_vmap
+    def rule(axis_size, in_batched, x):
+        if not in_batched[0]:
+            outputs = mapped(x)
+            return outputs, jax.tree_util.tree_map(lambda _: False, outputs)
+        outputs = mapped(jnp.moveaxis(x, 0, 1))
+        if not isinstance(outputs, (tuple, list)):
+            return jnp.moveaxis(outputs, 1, 0), True
+        moved = [jnp.moveaxis(o, 1, 0) if b else o for o, b in zip(outputs, batched_outputs)]
+        return type(outputs)(moved), type(outputs)(batched_outputs)
+
+    return mapped
 
 
 def same_shape(x):

@@ -65,7 +65,8 @@ def _grouped_traced(leaves, name, op, prescale, postscale):
 
 def _allreduce_call(leaves, name, op, prescale, postscale):
     return compiled.call(compiled.OP.ALLREDUCE, "allreduce", leaves, [compiled.same_shape(x) for x in leaves],
-                         name, reduce_op=op, prescale=prescale, postscale=postscale, allowed_ops=_ALLREDUCE_OPS)
+                         name, reduce_op=op, prescale=prescale, postscale=postscale, allowed_ops=_ALLREDUCE_OPS,
+                         elementwise=True)
 
 
 # The gradient of y = post * sum_r(pre * x_r) with respect to each rank's x is
@@ -94,8 +95,14 @@ def allgather(tensor, name=None, sizes=None):
     tensor = jnp.asarray(tensor)
     if not _is_traced(tensor):
         return jnp.asarray(_host.allgather(_host_array(tensor), name=name))
-    rows = compiled.allgather_rows(tensor, sizes)
-    return compiled.call(compiled.OP.ALLGATHER, "allgather", [tensor], [compiled.with_rows(tensor, rows)], name)[0]
+    if sizes is not None:
+        compiled.allgather_rows(tensor, sizes)  # checked against the unbatched shape
+
+    def gather(x):
+        rows = compiled.allgather_rows(x, sizes)
+        return compiled.call(compiled.OP.ALLGATHER, "allgather", [x], [compiled.with_rows(x, rows)], name)[0]
+
+    return compiled.rows_vmappable(gather, (True,))(tensor)
 
 
 # Broadcast only moves bits, so unsigned types the core lacks travel as the signed
@@ -113,7 +120,7 @@ def broadcast(tensor, root_rank, name=None):
         return jnp.asarray(_host.broadcast(_host_array(tensor), root_rank, name=name))
     root_rank = validation.check_root_rank(root_rank, basics.size())
     return compiled.call(compiled.OP.BROADCAST, "broadcast", [tensor], [compiled.same_shape(tensor)], name,
-                         root_rank=root_rank)[0]
+                         root_rank=root_rank, elementwise=True)[0]
 
 
 def grouped_broadcast(tensors, root_rank, name=None):
@@ -122,7 +129,7 @@ def grouped_broadcast(tensors, root_rank, name=None):
     dtypes = [x.dtype for x in tensors]
     sent = [jax.lax.bitcast_convert_type(x, _AS_SIGNED[x.dtype]) if x.dtype in _AS_SIGNED else x for x in tensors]
     received = compiled.call(compiled.OP.BROADCAST, "broadcast", sent, [compiled.same_shape(x) for x in sent], name,
-                             root_rank=root_rank)
+                             root_rank=root_rank, elementwise=True)
     return [jax.lax.bitcast_convert_type(r, d) if d in _AS_SIGNED else r for r, d in zip(received, dtypes)]
 
 
@@ -137,12 +144,16 @@ def alltoall(tensor, splits=None, name=None, received_splits=None):
         if splits is None:
             return jnp.asarray(result)
         return jnp.asarray(result[0]), jnp.asarray(result[1])
-    sent, rows = compiled.alltoall_layout(tensor, splits, received_splits)
-    out_types = [compiled.with_rows(tensor, rows)]
-    if splits is not None:
-        out_types.append(jax.ShapeDtypeStruct((basics.size(),), jnp.int64 if jax.config.jax_enable_x64 else jnp.int32))
-    outputs = _alltoall_call(tensor, sent, out_types, name)
-    return outputs[0] if splits is None else (outputs[0], outputs[1].astype(jnp.int32))
+
+    def exchange(x):
+        sent, rows = compiled.alltoall_layout(x, splits, received_splits)
+        out_types = [compiled.with_rows(x, rows)]
+        if splits is not None:
+            out_types.append(jax.ShapeDtypeStruct((basics.size(),), jnp.int64 if jax.config.jax_enable_x64 else jnp.int32))
+        outputs = _alltoall_call(x, sent, out_types, name)
+        return outputs[0] if splits is None else (outputs[0], outputs[1].astype(jnp.int32))
+
+    return compiled.rows_vmappable(exchange, (True,) if splits is None else (True, False))(tensor)
 
 
 def _alltoall_call(tensor, sent, out_types, name):
@@ -162,10 +173,14 @@ def reducescatter(tensor, name=None, op=Average, prescale_factor=1.0, postscale_
     if not _is_traced(tensor):
         return jnp.asarray(_host.reducescatter(_host_array(tensor), name=name, op=op,
                                                prescale_factor=prescale_factor, postscale_factor=postscale_factor))
-    rows = compiled.reducescatter_rows(tensor)
-    return compiled.call(compiled.OP.REDUCESCATTER, "reducescatter", [tensor], [compiled.with_rows(tensor, rows)],
-                         name, reduce_op=op, prescale=prescale_factor, postscale=postscale_factor,
-                         allowed_ops=_REDUCESCATTER_OPS)[0]
+
+    def scatter(x):
+        rows = compiled.reducescatter_rows(x)
+        return compiled.call(compiled.OP.REDUCESCATTER, "reducescatter", [x], [compiled.with_rows(x, rows)],
+                             name, reduce_op=op, prescale=prescale_factor, postscale=postscale_factor,
+                             allowed_ops=_REDUCESCATTER_OPS)[0]
+
+    return compiled.rows_vmappable(scatter, (True,))(tensor)
 
 
 def _eager_only(function, what):

@@ -187,6 +187,35 @@ def check_gradients(rank, size):
     check(grads["a"], np.full(4, size, np.float32), "grad through grouped_allreduce")
 
 
+def check_vmap(rank, size):
+    """Under jax.vmap (eager and jitted) each batch member gets the collective's result
+    for its own slice: element by element for allreduce and broadcast, over its own
+    rows for allgather, alltoall and reducescatter."""
+    batch = 3
+    x = jnp.stack([jnp.full((2 * size, 3), rank * 10 + b, jnp.float32) for b in range(batch)])
+    rank_sum = sum(r * 10 for r in range(size))
+    summed = np.stack([np.full((2 * size, 3), rank_sum + size * b, np.float32) for b in range(batch)])
+    for wrap, how in ((lambda f: f, "eager"), (jax.jit, "jit")):
+        check(wrap(jax.vmap(lambda v: hvd.allreduce(v, op=hvd.Sum)))(x), summed, f"vmap allreduce ({how})")
+        ones = jnp.ones(4, jnp.int32)
+        group = wrap(jax.vmap(lambda v: hvd.grouped_allreduce([v, ones], op=hvd.Sum)))(x)
+        check(group[0], summed, f"vmap grouped_allreduce, batched member ({how})")
+        check(group[1], np.full((batch, 4), size, np.int32), f"vmap grouped_allreduce, unbatched member ({how})")
+        shared = wrap(jax.vmap(lambda v: hvd.broadcast(v, size - 1)))(x)
+        check(shared, np.stack([np.full((2 * size, 3), (size - 1) * 10 + b, np.float32) for b in range(batch)]),
+              f"vmap broadcast ({how})")
+        gathered = wrap(jax.vmap(hvd.allgather))(x[:, :2])
+        check(gathered, np.stack([np.repeat(np.arange(size, dtype=np.float32) * 10 + b, 2 * 3).reshape(2 * size, 3)
+                                  for b in range(batch)]), f"vmap allgather ({how})")
+        scattered = wrap(jax.vmap(lambda v: hvd.reducescatter(v, op=hvd.Sum)))(x)
+        check(scattered, summed[:, :2], f"vmap reducescatter ({how})")
+        rows = jnp.stack([jnp.repeat(jnp.arange(size, dtype=jnp.float32) * 100 + rank * 10 + b, 2).reshape(2 * size, 1)
+                          for b in range(batch)])  # row pair i goes to rank i
+        exchanged = wrap(jax.vmap(hvd.alltoall))(rows)
+        check(exchanged, np.stack([np.repeat(np.arange(size, dtype=np.float32) * 10 + rank * 100 + b, 2)
+                                   .reshape(2 * size, 1) for b in range(batch)]), f"vmap alltoall ({how})")
+
+
 def check_objects(rank, size):
     assert hvd.broadcast_object({"from": rank}, root_rank=size - 1) == {"from": size - 1}, "broadcast_object"
     assert hvd.allgather_object(rank * 2) == [r * 2 for r in range(size)], "allgather_object"
@@ -197,7 +226,7 @@ def main():
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
     for check_fn in (check_allreduce, check_grouped_allreduce, check_allgather, check_broadcast, check_broadcast_of_unsigned_words, check_alltoall,
-                     check_reducescatter, check_gradients, check_objects):
+                     check_reducescatter, check_gradients, check_vmap, check_objects):
         check_fn(rank, size)
     hvd.shutdown()
 
