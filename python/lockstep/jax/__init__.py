@@ -7,6 +7,7 @@
 """
 
 from lockstep.common.api import *  # noqa: F401,F403 (the shared public names)
+from lockstep.jax.compression import BF16Compressor, Compression, FP16Compressor, NoneCompressor
 from lockstep.jax.mpi_ops import (
     allgather,
     allgather_object,

@@ -15,6 +15,7 @@ import lockstep.numpy as _host
 from lockstep.common import basics, validation
 from lockstep.common.ops import Average, Max, Min, Product, Sum, handle_average_backwards_compatibility
 from lockstep.jax import compiled_ops as compiled
+from lockstep.jax.compression import Compression
 
 _ALLREDUCE_OPS = (Average, Sum, Min, Max, Product)
 _REDUCESCATTER_OPS = (Average, Sum)
@@ -29,32 +30,54 @@ def _host_array(x):
     return np.asarray(x)
 
 
-def allreduce(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
+              postscale_factor=1.0):
     """Reduce `tensor` over all ranks (Average by default). Differentiable for Sum and
-    Average: the gradient is the same allreduce of the cotangent."""
+    Average: the gradient is the same allreduce of the cotangent. `compression`
+    (Compression.fp16 or .bf16) sends floating tensors in the narrower type."""
     op = handle_average_backwards_compatibility(op, average)
-    tensor = jnp.asarray(tensor)
+    compression = _compressor(compression)
+    tensor, context = compression.compress(jnp.asarray(tensor))
+    return compression.decompress(_allreduce_one(tensor, name, op, prescale_factor, postscale_factor), context)
+
+
+def _compressor(compression):
+    if compression is None:
+        return Compression.none
+    if not (hasattr(compression, "compress") and hasattr(compression, "decompress")):
+        raise TypeError(f"compression must be a lockstep.jax Compression choice (none, fp16, bf16) or have "
+                        f"compress/decompress, got {compression!r}")
+    return compression
+
+
+def _allreduce_one(tensor, name, op, prescale_factor, postscale_factor):
     if not _is_traced(tensor):
         return jnp.asarray(_host.allreduce(_host_array(tensor), name=name, op=op,
                                            prescale_factor=prescale_factor, postscale_factor=postscale_factor))
     return _grouped_traced([tensor], name, op, prescale_factor, postscale_factor)[0]
 
 
-def grouped_allreduce(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
+                      postscale_factor=1.0):
     """Allreduce every leaf of a pytree (a list of arrays, a dict of parameters...) as
     one group, which the core negotiates together and fuses; returns the same pytree."""
     op = handle_average_backwards_compatibility(op, average)
     leaves, tree = jax.tree_util.tree_flatten(tensors)
     if not leaves:
         return tensors
-    leaves = [jnp.asarray(leaf) for leaf in leaves]
+    compression = _compressor(compression)
+    compressed = [compression.compress(jnp.asarray(leaf)) for leaf in leaves]
+    reduced = _grouped_allreduce_leaves([leaf for leaf, _ in compressed], name, op, prescale_factor, postscale_factor)
+    restored = [compression.decompress(r, context) for r, (_, context) in zip(reduced, compressed)]
+    return jax.tree_util.tree_unflatten(tree, restored)
+
+
+def _grouped_allreduce_leaves(leaves, name, op, prescale_factor, postscale_factor):
     if _is_traced(*leaves):
-        reduced = _grouped_traced(leaves, name, op, prescale_factor, postscale_factor)
-    else:
-        reduced = [jnp.asarray(r) for r in _host.grouped_allreduce(
-            [_host_array(leaf) for leaf in leaves], name=name, op=op,
-            prescale_factor=prescale_factor, postscale_factor=postscale_factor)]
-    return jax.tree_util.tree_unflatten(tree, reduced)
+        return _grouped_traced(leaves, name, op, prescale_factor, postscale_factor)
+    return [jnp.asarray(r) for r in _host.grouped_allreduce(
+        [_host_array(leaf) for leaf in leaves], name=name, op=op,
+        prescale_factor=prescale_factor, postscale_factor=postscale_factor)]
 
 
 def _grouped_traced(leaves, name, op, prescale, postscale):

@@ -11,6 +11,7 @@ import optax
 from lockstep.common import validation
 from lockstep.common.ops import Average, Sum, predivided_scaling
 from lockstep.jax import mpi_ops
+from lockstep.jax.compression import Compression
 
 
 class AccumulationState(NamedTuple):
@@ -22,7 +23,7 @@ class AccumulationState(NamedTuple):
 
 
 def DistributedOptimizer(optimizer, backward_passes_per_step=1, gradient_predivide_factor=1.0, op=Average,
-                         name=None):
+                         name=None, compression=Compression.none):
     """Wrap an optax GradientTransformation so that `update` first reduces the
     gradient pytree across ranks (one grouped allreduce, fused by the core), then
     applies `optimizer`. Works eagerly and inside jax.jit.
@@ -30,7 +31,8 @@ def DistributedOptimizer(optimizer, backward_passes_per_step=1, gradient_predivi
     backward_passes_per_step=k: gradients of k calls are summed locally (as torch
     accumulates .grad) and reduced and applied on every k-th call; the other calls
     return zero updates. gradient_predivide_factor f: the sum is taken of grads / f
-    and multiplied by f / size afterwards (op=Average only)."""
+    and multiplied by f / size afterwards (op=Average only). compression
+    (Compression.fp16, .bf16): floating gradients travel in the narrower type."""
     if op not in (Average, Sum):
         raise ValueError(f"gradients can be reduced with op=Average or op=Sum, got op={op!r}")
     prescale, postscale = predivided_scaling(op, gradient_predivide_factor)
@@ -39,7 +41,8 @@ def DistributedOptimizer(optimizer, backward_passes_per_step=1, gradient_predivi
         raise ValueError(f"backward_passes_per_step must be at least 1, got {passes}")
 
     def reduce(grads):
-        return mpi_ops.grouped_allreduce(grads, name=name, op=op, prescale_factor=prescale, postscale_factor=postscale)
+        return mpi_ops.grouped_allreduce(grads, name=name, compression=compression, op=op, prescale_factor=prescale,
+                                         postscale_factor=postscale)
 
     if passes == 1:
         def update(grads, state, params=None):

@@ -67,19 +67,10 @@ class TorchGradientReducer:
 
 class JaxGradientReducer(TorchGradientReducer):
     """Averages JAX gradients with one grouped allreduce (traced inside model.fit's
-    jitted step, eager otherwise). lockstep.jax has no compression: a compressor
-    other than none is refused rather than ignored."""
+    jitted step, eager otherwise)."""
 
     def __init__(self, compression, op, gradient_predivide_factor):
         import lockstep.jax
 
-        from lockstep.keras.compression import Compression
-
-        if compression not in (None, Compression.none):
-            raise ValueError("gradient compression is not available on the Keras JAX backend; use Compression.none")
         self._frontend = lockstep.jax
-        self._init(None, op, gradient_predivide_factor)
-
-    def _allreduce(self, tensors):
-        return self._frontend.grouped_allreduce(tensors, op=self.op, prescale_factor=self.prescale,
-                                                postscale_factor=self.postscale)
+        self._init(resolve(compression, lockstep.jax.Compression), op, gradient_predivide_factor)

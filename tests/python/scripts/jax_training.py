@@ -119,6 +119,41 @@ def check_alltoall_splits_without_x64(rank, size):
     assert_equal(np.asarray(got), np.array(received, np.int32), "jit alltoall received splits (no x64)")
 
 
+def check_compression(rank, size, params):
+    """Compression.fp16/.bf16 send floating tensors in the narrow type (a third is not
+    exact in either, so the result shows which type travelled) and return the
+    caller's dtype; integer tensors are untouched; the optimizer trains with it."""
+    third = jnp.full(3, 1 / 3, jnp.float32)
+    for compression, wire in ((hvd.Compression.fp16, np.float16), (hvd.Compression.bf16, jnp.bfloat16)):
+        expected = (np.asarray(np.full(3, 1 / 3, np.float32).astype(wire)).astype(np.float32) * size)
+        expected = expected.astype(wire).astype(np.float32)
+        for wrap, how in ((lambda f: f, "eager"), (jax.jit, "jit")):
+            out = wrap(lambda v: hvd.allreduce(v, op=hvd.Sum, compression=compression))(third)
+            assert out.dtype == jnp.float32, f"{compression.__name__} {how}: dtype {out.dtype}"
+            assert_equal(np.asarray(out), expected, f"{compression.__name__} allreduce ({how})")
+            group = wrap(lambda v: hvd.grouped_allreduce({"f": v, "i": jnp.arange(3)}, op=hvd.Sum,
+                                                         compression=compression))(third)
+            assert_equal(np.asarray(group["f"]), expected, f"{compression.__name__} grouped ({how})")
+            assert_equal(np.asarray(group["i"]), (np.arange(3) * size).astype(np.int32), f"{compression.__name__} integer member ({how})")
+    try:
+        hvd.allreduce(third, compression="fp16")
+    except TypeError as error:
+        assert "compression" in str(error), error
+    else:
+        raise AssertionError("a compression that is not a compressor must raise TypeError")
+
+    tx = hvd.DistributedOptimizer(optax.sgd(0.1), compression=hvd.Compression.fp16)
+    step = make_step(tx)
+    trained, state = params, tx.init(params)
+    for x, y in batches(size, 3):
+        trained, state, _ = step(trained, state, shard(x, rank), shard(y, rank))
+    gathered = hvd.allgather_object([np.asarray(leaf) for leaf in jax.tree.leaves(trained)])
+    for other in gathered:
+        for a, b in zip(other, gathered[0]):
+            assert_equal(a, b, "fp16-compressed DistributedOptimizer: identical parameters on every rank")
+    assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(trained)), "parameters stay float32"
+
+
 def main():
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
@@ -127,6 +162,7 @@ def main():
     check_matches_full_batch(rank, size, params, predivide=float(size))
     check_matches_full_batch(rank, size, params, passes=2, steps=6)
     check_gradient_pytree_is_fused(rank, size, params)
+    check_compression(rank, size, params)
     check_alltoall_splits_without_x64(rank, size)
     hvd.shutdown()
 

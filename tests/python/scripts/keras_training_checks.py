@@ -24,13 +24,15 @@ from lockstep.keras.optimizer import is_distributed
 EPOCHS = 2
 
 
-def check_matches_one_process(rank, size, make_optimizer, what, tolerance, **compile_options):
+def check_matches_one_process(rank, size, make_optimizer, what, tolerance, compression=hvd.Compression.none,
+                              **compile_options):
     features, labels = global_data()
     reference = compile_model(make_model(seed=5), make_optimizer())
     start = weights_of(reference)
     reference.fit(features, labels, batch_size=GLOBAL_BATCH, epochs=EPOCHS, shuffle=False, verbose=0)
 
-    model = compile_model(make_model(seed=5), hvd.DistributedOptimizer(make_optimizer()), **compile_options)
+    model = compile_model(make_model(seed=5), hvd.DistributedOptimizer(make_optimizer(), compression=compression),
+                          **compile_options)
     model.set_weights(start)
     local_features, local_labels = local_shard((features, labels), rank, size)
     model.fit(local_features, local_labels, batch_size=GLOBAL_BATCH // size, epochs=EPOCHS, shuffle=False,
@@ -48,6 +50,9 @@ def check_optimizers_match_one_process(rank, size):
     steps_per_execution = 2 if keras.backend.backend() == "tensorflow" else 1
     check_matches_one_process(rank, size, lambda: keras.optimizers.Adam(0.01), "Adam", 1e-4,
                               steps_per_execution=steps_per_execution)
+    # float16 gradients on the wire: close to full precision, identical on every rank.
+    check_matches_one_process(rank, size, lambda: keras.optimizers.SGD(0.1), "SGD, fp16 compression", 5e-3,
+                              compression=hvd.Compression.fp16)
 
 
 def check_wrapper_properties():
