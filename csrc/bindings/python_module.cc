@@ -211,6 +211,17 @@ PYBIND11_MODULE(_core, m) {
   m.def("mpi_threads_supported", &MpiThreadsSupported);
   m.def("mpi_built", &MpiBuilt);
   m.def("nccl_built", &NcclBuilt);
+  m.def("nccl_info", [] {
+    NcclInfo info = GetNcclInfo();
+    py::dict out;
+    out["built_version"] = info.built_version;
+    out["runtime_version"] = info.runtime_version;
+    out["library_path"] = info.library_path;
+    out["source"] = info.source;
+    out["cuda_devices"] = info.cuda_devices;
+    out["problem"] = info.problem;
+    return out;
+  });
   m.def("engine_stats", [] {
     EngineStats stats = GetEngineStats();
     py::dict out;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "backends/gpu_info.h"
 #include "fusion/fusion_buffer.h"
 #include "negotiation/spec_validation.h"
 
@@ -29,6 +30,15 @@ std::chrono::microseconds CycleTime(const Config& config) {
 
 // With autotuning free to pick them, the shared-memory window is made as large as any
 // chunk it may try, and exists from 2 ranks so the switch can be tried there too.
+// Why GPU tensors are refused: what is missing here, or, where nothing is, that the
+// collectives on the device are not written yet.
+std::string GpuUnavailableReason() {
+  const NcclInfo info = QueryNcclInfo();
+  if (!info.problem.empty()) return info.problem;
+  return "lockstep's GPU collectives are not implemented yet (the NCCL backend found " +
+         info.library_path + " and " + std::to_string(info.cuda_devices) + " GPU(s))";
+}
+
 int64_t ShmWindowBytes(const Config& config) {
   return config.autotune && !config.chunk_bytes_set ? MpiBackend::kShmMaxBytes : config.chunk_bytes;
 }
@@ -52,6 +62,7 @@ Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
           mpi_.comm(), mpi_.topology(), config_, logger_,
           [this](std::chrono::microseconds timeout) { return queue_.WaitForWork(timeout); }),
       runner_(mpi_.topology(), mpi_backend_, timeline_, config_.chunk_bytes) {
+  gpu_unavailable_ = GpuUnavailableReason();
   if (config_.autotune) {
     // Start from what the job would run with untuned.
     const bool shm_default =
@@ -86,7 +97,7 @@ std::vector<Handle> Engine::Enqueue(std::vector<OpSpec> specs, bool grouped,
   std::vector<TensorEntry> entries;
   for (OpSpec& spec : specs) {
     if (spec.op == OpType::kJoin) spec.name = kJoinName;
-    ValidateSpec(spec, topology(), /*gpu_available=*/false);
+    ValidateSpec(spec, topology(), gpu_unavailable_);
     TensorEntry entry;
     entry.request = RequestFromSpec(spec, topology().rank);
     entry.request.group_id = group_id;

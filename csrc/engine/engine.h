@@ -84,6 +84,7 @@ class Engine {
   // rank had work, up to kMaxIdleStretch.
   static constexpr int kMaxIdleStretch = 16;
   int idle_stretch_ = 1;
+  std::string gpu_unavailable_;               // why GPU tensors are refused (see ValidateSpec)
   std::unique_ptr<AutotuneDriver> autotune_;  // null unless LOCKSTEP_AUTOTUNE is on
 
   // Written by the background thread only, read by any thread through stats().

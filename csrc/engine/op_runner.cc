@@ -40,7 +40,7 @@ OpRunner::OpRunner(const Topology& topology, Backend& host_backend, Timeline& ti
 Backend& OpRunner::BackendFor(const Response& response) {
   if (response.device >= 0) {
     throw Error("tensor '" + response.names.front() +
-                "' is on a GPU, but this build of lockstep has no GPU backend");
+                "' is on a GPU, but lockstep has no GPU collectives to run it with");
   }
   return host_backend_;
 }

@@ -74,12 +74,13 @@ void ValidateAlltoallSplits(const OpSpec& spec, const Topology& topology) {
 
 }  // namespace
 
-void ValidateSpec(const OpSpec& spec, const Topology& topology, bool gpu_available) {
+void ValidateSpec(const OpSpec& spec, const Topology& topology,
+                  const std::string& gpu_unavailable) {
   if (spec.name.empty() && spec.op != OpType::kJoin) Fail(spec, "a name is required");
   if (!IsValidOpType(static_cast<uint8_t>(spec.op))) Fail(spec, "unknown op type");
   if (!IsValidDataType(static_cast<uint8_t>(spec.dtype))) Fail(spec, "unsupported data type");
-  if (spec.device >= 0 && !gpu_available) {
-    Fail(spec, "the tensor is on a GPU, but this build of lockstep has no GPU (NCCL) backend");
+  if (spec.device >= 0 && !gpu_unavailable.empty()) {
+    Fail(spec, "the tensor is on GPU " + std::to_string(spec.device) + ", but " + gpu_unavailable);
   }
   if (spec.op == OpType::kBarrier || spec.op == OpType::kJoin) return;
   for (int64_t d : spec.shape) {

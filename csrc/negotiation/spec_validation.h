@@ -7,8 +7,9 @@
 
 namespace lockstep {
 
-// Throws Error naming the tensor and the problem.
-void ValidateSpec(const OpSpec& spec, const Topology& topology, bool gpu_available);
+// Throws Error naming the tensor and the problem. `gpu_unavailable`: why GPU tensors
+// cannot be reduced in this process, empty where they can.
+void ValidateSpec(const OpSpec& spec, const Topology& topology, const std::string& gpu_unavailable);
 
 Request RequestFromSpec(const OpSpec& spec, int rank);
 

@@ -105,7 +105,26 @@ std::string NotRunningReason();
 Topology GetTopology();  // throws Error before Init()
 bool MpiThreadsSupported();
 bool MpiBuilt();
-bool NcclBuilt();
+// Horovod's nccl_built(): NCCL_VERSION_CODE of the NCCL this build's GPU collectives
+// use, or 0 without them. The GPU collectives are not written yet, so this is 0 even
+// in builds that compile the NCCL backend's groundwork (GetNcclInfo().built_version).
+int NcclBuilt();
+
+// The NCCL this process would use, and whether GPU collectives can run here.
+struct NcclInfo {
+  int built_version = 0;     // NCCL_VERSION_CODE built against, 0 without the NCCL backend
+  int runtime_version = 0;   // ncclGetVersion() of the library found, 0 if none
+  std::string library_path;  // the libnccl file in use, empty if none
+  // "already loaded by the process" (a framework's own copy, e.g. torch's or JAX's)
+  // or "opened by lockstep"; empty if none.
+  std::string source;
+  int cuda_devices = 0;  // visible to the CUDA driver
+  // Why GPU collectives cannot run in this process (no GPU backend in the build, no
+  // CUDA driver, no GPU, no libnccl); empty where nothing is missing.
+  std::string problem;
+};
+// Works before Init(). Loads libnccl (once) if the build has NCCL and it is not loaded.
+NcclInfo GetNcclInfo();
 
 // Counters of this process's background loop since Init(), for tests and benchmarks:
 // how often it cycled and how the responses it executed were agreed on.

@@ -247,7 +247,31 @@ def backend_status():
         detail = f"lockstep._core not importable: {error}"
         return [("MPI", False, detail), ("NCCL", False, detail)]
     return [("MPI", bool(core.mpi_built()), mpi_library_version()),
-            ("NCCL", bool(core.nccl_built()), "")]
+            ("NCCL", bool(core.nccl_built()) and not core.nccl_info()["problem"],
+             nccl_description(core.nccl_info(), core.nccl_built()))]
+
+
+def nccl_version_text(code):
+    """NCCL_VERSION_CODE (major*10000 + minor*100 + patch since 2.9) as "2.28.3"."""
+    return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+
+
+def nccl_description(info, collectives_built):
+    """The NCCL line of --check-build: built against what, using which library, and
+    what is missing."""
+    if not info["built_version"]:
+        return "not built (" + info["problem"] + ")"
+    parts = [f"built against {nccl_version_text(info['built_version'])}"]
+    if info["library_path"]:
+        parts.append(f"using {nccl_version_text(info['runtime_version'])} from {info['library_path']} "
+                     f"({info['source']})")
+    if info["problem"]:
+        parts.append("unavailable: " + info["problem"])
+    else:
+        parts.append(f"{info['cuda_devices']} GPU(s)")
+    if not collectives_built:
+        parts.append("GPU collectives not implemented yet")
+    return "; ".join(parts)
 
 
 def mpi_library_version():

@@ -28,9 +28,9 @@ class SpecValidationTest : public ::testing::Test {
 
   // The message of the Error ValidateSpec throws, or a failure if it does not throw.
   ::testing::AssertionResult Rejects(const OpSpec& spec, const std::string& problem,
-                                     bool gpu_available = false) {
+                                     const std::string& gpu_unavailable = "no GPU here") {
     try {
-      ValidateSpec(spec, topology_, gpu_available);
+      ValidateSpec(spec, topology_, gpu_unavailable);
     } catch (const Error& error) {
       const std::string message = error.what();
       if (message.find("'" + spec.name + "'") != std::string::npos &&
@@ -42,9 +42,10 @@ class SpecValidationTest : public ::testing::Test {
     return ::testing::AssertionFailure() << "accepted, expected '" << problem << "'";
   }
 
-  ::testing::AssertionResult Accepts(const OpSpec& spec, bool gpu_available = false) {
+  ::testing::AssertionResult Accepts(const OpSpec& spec,
+                                     const std::string& gpu_unavailable = "no GPU here") {
     try {
-      ValidateSpec(spec, topology_, gpu_available);
+      ValidateSpec(spec, topology_, gpu_unavailable);
     } catch (const Error& error) {
       return ::testing::AssertionFailure() << "rejected: " << error.what();
     }
@@ -98,7 +99,7 @@ TEST_F(SpecValidationTest, ValidSpecsPass) {
 
   spec = Valid(OpType::kAllreduce);
   spec.device = 0;
-  EXPECT_TRUE(Accepts(spec, /*gpu_available=*/true));
+  EXPECT_TRUE(Accepts(spec, /*gpu_unavailable=*/""));
 
   OpSpec barrier;  // no tensor at all
   barrier.op = OpType::kBarrier;
@@ -218,7 +219,7 @@ TEST_F(SpecValidationTest, RejectsGpuTensorsWithoutAGpuBackend) {
   for (OpType op : {OpType::kAllreduce, OpType::kBroadcast, OpType::kBarrier}) {
     OpSpec spec = Valid(op);
     spec.device = 0;
-    EXPECT_TRUE(Rejects(spec, "no GPU (NCCL) backend")) << OpTypeName(op);
+    EXPECT_TRUE(Rejects(spec, "the tensor is on GPU 0, but no GPU here")) << OpTypeName(op);
   }
 }
 

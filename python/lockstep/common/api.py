@@ -19,6 +19,7 @@ from lockstep.common.basics import (
     mpi_enabled,
     mpi_threads_supported,
     nccl_built,
+    nccl_info,
     rank,
     rocm_built,
     shutdown,
@@ -40,7 +41,7 @@ from lockstep.common.ops import Adasum, Average, Max, Min, Product, Sum
 __all__ = [
     "ccl_built", "cuda_built", "ddl_built", "gloo_built", "gloo_enabled", "rocm_built",
     "cross_rank", "cross_size", "init", "is_initialized", "local_rank", "local_size",
-    "engine_stats", "mpi_built", "mpi_enabled", "mpi_threads_supported", "nccl_built", "rank", "shutdown",
+    "engine_stats", "mpi_built", "mpi_enabled", "mpi_threads_supported", "nccl_built", "nccl_info", "rank", "shutdown",
     "size", "start_timeline", "stop_timeline",
     "AbortedError", "HorovodInternalError", "InvalidArgumentError", "LockstepError", "NotInitializedError",
     "PreconditionError", "UnsupportedOperationError",

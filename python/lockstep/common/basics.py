@@ -90,7 +90,20 @@ def mpi_enabled():
 
 
 def nccl_built():
+    """As Horovod's: NCCL_VERSION_CODE (e.g. 22803) when GPU collectives run through
+    NCCL, else 0. lockstep's GPU collectives are not written yet, so 0 for now, which
+    keeps scripts that pick their device by it on the CPU; nccl_info() tells what
+    the build has."""
     return _core.nccl_built()
+
+
+def nccl_info():
+    """The NCCL this process would use and whether GPU collectives can run here, as a
+    dict: built_version, runtime_version, library_path, source ("already loaded by
+    the process", e.g. torch's own copy, or "opened by lockstep"), cuda_devices, and
+    problem (what is missing; empty where nothing is). Not in Horovod; works before
+    init()."""
+    return _core.nccl_info()
 
 
 # Horovod's build-information queries, answered for this build: lockstep talks MPI
@@ -110,8 +123,8 @@ def ccl_built():
 
 
 def cuda_built():
-    # CUDA code is compiled only together with the NCCL backend.
-    return _core.nccl_built()
+    # As nccl_built(): true once GPU tensors can be reduced.
+    return bool(_core.nccl_built())
 
 
 def rocm_built():

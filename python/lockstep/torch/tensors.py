@@ -31,9 +31,10 @@ def check_tensor(tensor, what="tensor"):
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{what} must be a torch.Tensor, got {type(tensor).__name__}")
     if not tensor.is_cpu:
+        problem = _core.nccl_info()["problem"] or "lockstep's GPU collectives are not implemented yet"
         raise ValueError(
-            f"{what} is on device {tensor.device}, but lockstep's GPU path does not exist yet: "
-            "only CPU tensors are supported; move it with tensor.cpu()"
+            f"{what} is on device {tensor.device}, but {problem}: only CPU tensors are supported "
+            "here; move it with tensor.cpu()"
         )
     if tensor.layout != torch.strided:
         raise ValueError(f"{what} has layout {tensor.layout}; only dense (strided) tensors are supported")

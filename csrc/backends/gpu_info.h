@@ -1,0 +1,16 @@
+// What this process can know about the GPU (NCCL) backend without starting it:
+// whether the build has one, which libnccl it would use, and why GPU collectives
+// cannot run here. Implemented by backends/nccl/ in builds with NCCL and by
+// backends/no_gpu/ otherwise, so nothing above this seam needs an #ifdef.
+#pragma once
+
+#include "lockstep/lockstep.h"
+
+namespace lockstep {
+
+// NcclBuilt(): the NCCL_VERSION_CODE built against, 0 without the GPU backend.
+int BuiltNcclVersion();
+// GetNcclInfo(): loads libnccl and probes CUDA on the first call.
+NcclInfo QueryNcclInfo();
+
+}  // namespace lockstep

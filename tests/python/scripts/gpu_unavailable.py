@@ -1,0 +1,26 @@
+"""A GPU tensor where GPU collectives cannot run fails on every rank at submission
+with a message naming what is missing, and the job keeps working afterwards."""
+
+import numpy as np
+
+import lockstep.numpy as hvd
+from lockstep import _core
+from rank_checks import assert_equal, expect_error, run_main
+
+
+def main():
+    hvd.init()
+    rank, size = hvd.rank(), hvd.size()
+    problem = hvd.nccl_info()["problem"] or "not implemented yet"
+    data = np.zeros(4, np.float32)
+    address = data.__array_interface__["data"][0]
+    expect_error(hvd.InvalidArgumentError, ["is on GPU 0, but", problem], _core.enqueue_op,
+                 _core.OpType.ALLREDUCE, "gpu.tensor", _core.DataType.FLOAT32, [4], address, address,
+                 _core.ReduceOp.SUM, 1.0, 1.0, 0, 0)
+    assert_equal(hvd.allreduce(np.full(3, rank, np.int32), op=hvd.Sum), np.full(3, sum(range(size)), np.int32),
+                 "a CPU allreduce after the refused GPU tensor")
+    hvd.shutdown()
+
+
+if __name__ == "__main__":
+    run_main(main)
