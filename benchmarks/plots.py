@@ -129,12 +129,36 @@ def plot_memory(memory, path):
     _save(figure, path)
 
 
+def plot_jax(jax_result, path):
+    """Allreduce busbw inside jax.jit against mpi4jax and raw MPI, and the jitted
+    training step's time per variant."""
+    rows = jax_result["allreduce"]
+    sizes = sorted({row["size_bytes"] for row in rows if row["size_bytes"] >= 1024})
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for name in variants(rows):
+        found = [find_row(rows, name, size_bytes=size) for size in sizes]
+        left.plot(sizes, [row["busbw_GBps"] for row in found], marker="o", label=name)
+    _size_axis(left, sizes)
+    left.set_ylim(bottom=0)
+    left.set_xlabel("message size (float32)")
+    left.set_ylabel("bus bandwidth (GB/s)")
+    left.set_title(f"Allreduce inside jax.jit, {jax_result['ranks']} ranks")
+    left.legend(fontsize=8)
+    steps = jax_result["training"]
+    right.barh([row["variant"] for row in steps], [row["seconds"] * 1e3 for row in steps])
+    right.invert_yaxis()
+    right.set_xlabel("ms per jitted step")
+    right.set_title("MLP training step, gradients averaged")
+    _save(figure, path)
+
+
 PLOTTERS = {
     "latency": plot_latency,
     "bandwidth": plot_bandwidth,
     "gradient_step": plot_gradient_step,
     "training": plot_training,
     "memory": plot_memory,
+    "jax": plot_jax,
 }
 
 
