@@ -59,7 +59,7 @@ sanitize-tsan: $(TSAN_DIR)/CMakeCache.txt
 	for np in 2 3; do \
 	  echo "ThreadSanitizer stress at $$np ranks"; \
 	  $(TSAN_ENV) OMPI_MCA_mpi_yield_when_idle=1 timeout 300 mpirun --oversubscribe --bind-to none \
-	    -np $$np $(TSAN_DIR)/lockstep_concurrent_enqueue 6 100 > $(TSAN_DIR)/stress-np$$np.log 2>&1; \
+	    -np $$np $(TSAN_DIR)/lockstep_concurrent_enqueue 8 400 > $(TSAN_DIR)/stress-np$$np.log 2>&1; \
 	  rc=$$?; cat $(TSAN_DIR)/stress-np$$np.log; \
 	  passed=$$(grep -c 'ALL CHECKS PASSED' $(TSAN_DIR)/stress-np$$np.log); \
 	  if [ $$rc -ne 0 ] || [ "$$passed" -ne $$np ] || grep -q 'ThreadSanitizer' $(TSAN_DIR)/stress-np$$np.log; then \

@@ -68,7 +68,9 @@ std::vector<float> RankValues(int rank, size_t elements) {
 
 void SingleAllreduce(int thread, int iteration, int rank, int size) {
   const std::string name = NameOf("allreduce", thread, iteration);
-  std::vector<float> in = RankValues(rank, 1 + (thread * 31 + iteration * 7) % 200);
+  // Now and then one large enough for the shared-memory path and chunking.
+  const size_t elements = iteration % 10 == 0 ? 100000 : 1 + (thread * 31 + iteration * 7) % 200;
+  std::vector<float> in = RankValues(rank, elements);
   std::vector<float> out(in.size());
   lockstep::Handle handle = lockstep::Enqueue(AllreduceSpec(name, in, out));
   if (iteration % 2 == 1) {
