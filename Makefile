@@ -28,7 +28,7 @@ FRAMEWORK ?= torch
 DEMO_ARGS ?=
 APT_PACKAGES := openmpi-bin libopenmpi-dev dataset-fashion-mnist libgtest-dev cmake g++ make \
                 clang-format python3-dev clang libclang-rt-14-dev
-CPP_DIRS := csrc include tests/cpp
+CPP_DIRS := csrc include tests/cpp tests/fuzz tests/stress cmake
 
 # Stamps inside .venv, so deleting the venv also forgets what was installed into it.
 REQUIREMENTS_STAMP := $(VENV)/.requirements-installed
@@ -98,5 +98,5 @@ format:
 
 # The editable install's extension goes too, so the next setup reinstalls it.
 clean:
-	rm -rf $(BUILD_DIR) python/lockstep/_core*.so python/*.egg-info *.egg-info .pytest_cache
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(FUZZ_DIR) python/lockstep/_core*.so python/*.egg-info *.egg-info .pytest_cache
 	rm -f $(INSTALL_STAMP)
