@@ -80,7 +80,8 @@ test: setup build
 	@status=0; \
 	ctest --test-dir $(BUILD_DIR) --output-on-failure || status=1; \
 	$(PYTHON) -m pytest tests/python -v --timeout=300 || status=1; \
-	$(MAKE) sanitize || status=1; \
+	$(MAKE) sanitize-asan || status=1; \
+	$(MAKE) sanitize-tsan || status=1; \
 	$(MAKE) fuzz || status=1; \
 	exit $$status
 
