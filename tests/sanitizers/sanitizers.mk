@@ -25,8 +25,12 @@ ASAN_PYTEST_FILTER ?= not (torch_collectives and np3)
 ASAN_PRELOAD := $(shell g++ -print-file-name=libasan.so) $(shell g++ -print-file-name=libstdc++.so.6)
 ASAN_OPTIONS_COMMON := halt_on_error=1:abort_on_error=1:detect_stack_use_after_return=1
 ASAN_ENV := UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=$(ASAN_OPTIONS_COMMON)
-PYTHON_ASAN_ENV := UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  ASAN_OPTIONS=$(ASAN_OPTIONS_COMMON):detect_leaks=0 LD_PRELOAD="$(ASAN_PRELOAD)"
+# Reports also go to files, so one from a process whose exit status a test expects
+# to be non-zero (a rank killed on purpose) still fails the run.
+ASAN_REPORTS := $(abspath $(ASAN_DIR))/reports
+PYTHON_ASAN_ENV := UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$(ASAN_REPORTS)/ubsan \
+  ASAN_OPTIONS=$(ASAN_OPTIONS_COMMON):detect_leaks=0:log_path=$(ASAN_REPORTS)/asan \
+  LD_PRELOAD="$(ASAN_PRELOAD)"
 TSAN_ENV := TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=4 \
   suppressions=$(abspath tests/sanitizers/tsan.supp)"
 
@@ -49,8 +53,11 @@ sanitize-asan: $(ASAN_DIR)/CMakeCache.txt
 	done
 	@status=0; \
 	$(ASAN_ENV) ctest --test-dir $(ASAN_DIR) --output-on-failure || status=1; \
+	rm -rf $(ASAN_REPORTS) && mkdir -p $(ASAN_REPORTS); \
 	$(PYTHON_ASAN_ENV) LOCKSTEP_TEST_PACKAGE_ROOT=$(abspath $(ASAN_DIR))/python \
 	  $(PYTHON) -m pytest $(ASAN_PYTESTS) -k "$(ASAN_PYTEST_FILTER)" -v --timeout=300 || status=1; \
+	if [ -n "$$(ls -A $(ASAN_REPORTS))" ]; then \
+	  echo "Sanitizer reports from the Python suites:"; cat $(ASAN_REPORTS)/*; status=1; fi; \
 	exit $$status
 
 sanitize-tsan: $(TSAN_DIR)/CMakeCache.txt
