@@ -22,13 +22,13 @@ ASAN_PYTEST_FILTER ?= not (torch_collectives and np3)
 # libstdc++ with it (else ASan cannot find the real __cxa_throw and aborts on the first
 # C++ exception); leak checking is off there because the interpreter keeps its
 # allocations until exit.
-ASAN_PRELOAD := $(shell g++ -print-file-name=libasan.so) $(shell g++ -print-file-name=libstdc++.so.6)
+ASAN_PRELOAD = $(shell g++ -print-file-name=libasan.so) $(shell g++ -print-file-name=libstdc++.so.6)
 ASAN_OPTIONS_COMMON := halt_on_error=1:abort_on_error=1:detect_stack_use_after_return=1
 ASAN_ENV := UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=$(ASAN_OPTIONS_COMMON)
 # Reports also go to files, so one from a process whose exit status a test expects
 # to be non-zero (a rank killed on purpose) still fails the run.
 ASAN_REPORTS := $(abspath $(ASAN_DIR))/reports
-PYTHON_ASAN_ENV := UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$(ASAN_REPORTS)/ubsan \
+PYTHON_ASAN_ENV = UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$(ASAN_REPORTS)/ubsan \
   ASAN_OPTIONS=$(ASAN_OPTIONS_COMMON):detect_leaks=0:log_path=$(ASAN_REPORTS)/asan \
   LD_PRELOAD="$(ASAN_PRELOAD)"
 TSAN_ENV := TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=4 \
