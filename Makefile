@@ -1,7 +1,9 @@
 # Developer entry points. `make test` is what CI runs (through .ci/run).
 #   make setup      system packages, .venv, editable install (idempotent)
 #   make build      CMake build into build/ (C++ tests + lockstep._core)
-#   make test       C++ unit tests, then the Python tests
+#   make test       C++ unit tests, then the Python tests, the sanitizers and the fuzzer
+#   make sanitize   ASan+UBSan and TSan builds (build-asan, build-tsan) and their tests
+#   make fuzz       the wire-format fuzzer (build-fuzz, clang) for FUZZ_SECONDS
 #   make demo       FRAMEWORK=numpy|torch|keras|jax: Fashion-MNIST on 2 ranks
 #   make bench      benchmarks/run_all.py (NP="2 4 8": latency, bandwidth, gradient step
 #                   at those rank counts too)
@@ -26,14 +28,15 @@ JOBS ?= 2
 FRAMEWORK ?= torch
 DEMO_ARGS ?=
 APT_PACKAGES := openmpi-bin libopenmpi-dev dataset-fashion-mnist libgtest-dev cmake g++ make \
-                clang-format python3-dev
-CPP_DIRS := csrc include tests/cpp
+                clang-format python3-dev clang libclang-rt-14-dev
+CPP_DIRS := csrc include tests/cpp tests/fuzz tests/stress cmake
 
 # Stamps inside .venv, so deleting the venv also forgets what was installed into it.
 REQUIREMENTS_STAMP := $(VENV)/.requirements-installed
 INSTALL_STAMP := $(VENV)/.lockstep-installed
 
-.PHONY: setup apt-packages build test demo bench format clean
+.PHONY: setup apt-packages build test demo bench format clean \
+        sanitize sanitize-asan sanitize-tsan fuzz
 
 setup: apt-packages $(INSTALL_STAMP)
 
@@ -73,12 +76,17 @@ $(BUILD_DIR)/CMakeCache.txt: Makefile $(REQUIREMENTS_STAMP)
 build: $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 
-# Both suites run even if the first fails, so one CI run reports everything.
+# Every suite runs even if an earlier one fails, so one CI run reports everything.
 test: setup build
 	@status=0; \
 	ctest --test-dir $(BUILD_DIR) --output-on-failure || status=1; \
 	$(PYTHON) -m pytest tests/python -v --timeout=300 || status=1; \
+	$(MAKE) sanitize-asan || status=1; \
+	$(MAKE) sanitize-tsan || status=1; \
+	$(MAKE) fuzz || status=1; \
 	exit $$status
+
+include tests/sanitizers/sanitizers.mk
 
 demo: setup build
 	$(VENV)/bin/lockstep-run -np 2 $(PYTHON) examples/$(FRAMEWORK)_fashion_mnist.py $(DEMO_ARGS)
@@ -92,5 +100,5 @@ format:
 
 # The editable install's extension goes too, so the next setup reinstalls it.
 clean:
-	rm -rf $(BUILD_DIR) python/lockstep/_core*.so python/*.egg-info *.egg-info .pytest_cache
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(FUZZ_DIR) python/lockstep/_core*.so python/*.egg-info *.egg-info .pytest_cache
 	rm -f $(INSTALL_STAMP)

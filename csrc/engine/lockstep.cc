@@ -14,7 +14,12 @@ namespace lockstep {
 namespace {
 
 struct ProcessState {
-  std::mutex mutex;
+  // Serializes Init() calls. Init holds only this while it starts MPI and the engine
+  // (seconds, and Open MPI takes its own locks and starts threads) and while it stops
+  // a stale engine, whose last completion callbacks may call into lockstep and so
+  // need `mutex`: holding `mutex` there would deadlock them and stall every caller.
+  std::mutex init_mutex;
+  std::mutex mutex;  // guards the fields below; held only briefly, never around MPI
   std::shared_ptr<Engine> engine;
   HandleTable handles;  // outlives engines so handles can be waited on after shutdown
   OpNamer namer;        // outlives engines, like the frontends' op counters it serves
@@ -45,17 +50,26 @@ std::shared_ptr<Engine> RunningEngine() {
 
 void Init() {
   ProcessState& state = State();
-  std::lock_guard<std::mutex> lock(state.mutex);
-  if (state.engine && state.engine->running()) return;
-  state.engine.reset();  // stopped because another rank shut down: start afresh
+  std::lock_guard<std::mutex> init_lock(state.init_mutex);
+  std::shared_ptr<Engine> stale;
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    if (state.engine && state.engine->running()) return;
+    stale.swap(state.engine);  // stopped because another rank shut down: start afresh
+  }
+  stale.reset();  // joins its background thread, outside `mutex`
   Config config;
   try {
     config = ConfigFromEnvironment();
   } catch (const ConfigError& e) {
     throw Error(e.what());
   }
-  state.engine = std::make_shared<Engine>(config, state.handles, state.namer);
-  if (!state.exit_hook_registered) {
+  auto engine = std::make_shared<Engine>(config, state.handles, state.namer);
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    state.engine = std::move(engine);
+  }
+  if (!state.exit_hook_registered) {  // guarded by init_mutex
     // Registered after MPI's own exit hook, so it runs before MPI is finalized.
     std::atexit(ShutdownAtExit);
     state.exit_hook_registered = true;

@@ -2,16 +2,10 @@
 
 #include <thread>
 
-#include "wire/wire.h"
+#include "wire/cycle_bits.h"
 
 namespace lockstep {
 namespace {
-
-constexpr uint64_t kAndHasPending = 1;
-constexpr uint64_t kOrNeedFullRound = 1;
-constexpr uint64_t kOrShutdown = 2;
-constexpr uint64_t kOrJoined = 4;
-constexpr uint64_t kOrHasPending = 8;
 
 void CheckMpi(int rc, const char* what) {
   if (rc != MPI_SUCCESS) throw Error(std::string("negotiation failed in ") + what);
@@ -123,21 +117,16 @@ NegotiationResult Controller::Negotiate(bool shutdown_requested, bool joined, bo
 Controller::Flags Controller::ExchangeBits(bool shutdown_requested, bool joined, bool has_pending,
                                            std::vector<uint64_t>* ready,
                                            std::vector<uint64_t>* partial) {
-  const int words = (cache_.capacity() + 63) / 64;
-  // Layout: [AND flags][~OR flags][bits][~bits]; one BAND gives both AND and OR.
-  std::vector<uint64_t> vec(2 + 2 * words, 0);
-  uint64_t or_flags = 0;
-  if (!unsent_.empty()) or_flags |= kOrNeedFullRound;
-  if (shutdown_requested) or_flags |= kOrShutdown;
-  if (joined) or_flags |= kOrJoined;
-  if (has_pending) or_flags |= kOrHasPending;
-  if (StallCheckDue()) or_flags |= kOrNeedFullRound;
-  vec[0] = has_pending ? kAndHasPending : 0;
-  vec[1] = ~or_flags;
+  CycleBitsLocal local;
+  local.has_pending = has_pending;
+  const bool stall_check_due = StallCheckDue();  // always asked: it keeps its own clock
+  local.need_full_round = !unsent_.empty() || stall_check_due;
+  local.shutdown = shutdown_requested;
+  local.joined = joined;
   if (!joined) {
-    for (const auto& [id, request] : cached_pending_) vec[2 + id / 64] |= uint64_t{1} << (id % 64);
+    for (const auto& [id, request] : cached_pending_) local.ready_slots.push_back(id);
   }
-  for (int w = 0; w < words; ++w) vec[2 + words + w] = ~vec[2 + w];
+  std::vector<uint64_t> vec = EncodeCycleBits(cache_.capacity(), local);
 
   MPI_Request request;
   CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, vec.data(), static_cast<int>(vec.size()), MPI_UINT64_T,
@@ -145,12 +134,11 @@ Controller::Flags Controller::ExchangeBits(bool shutdown_requested, bool joined,
            "MPI_Iallreduce");
   WaitForOthers(&request, has_pending);
 
-  uint64_t any = ~vec[1];
-  ready->assign(vec.begin() + 2, vec.begin() + 2 + words);
-  partial->resize(words);
-  for (int w = 0; w < words; ++w) (*partial)[w] = ~vec[2 + words + w] & ~vec[2 + w];
-  return Flags{(vec[0] & kAndHasPending) != 0, (any & kOrHasPending) != 0,
-               (any & kOrNeedFullRound) != 0, (any & kOrShutdown) != 0, (any & kOrJoined) != 0};
+  CycleBitsSummary summary = DecodeCycleBits(vec, cache_.capacity());
+  *ready = std::move(summary.ready);
+  *partial = std::move(summary.partial);
+  return Flags{summary.all_pending, summary.any_pending, summary.need_full_round, summary.shutdown,
+               summary.any_joined};
 }
 
 // Ranks reach the cycle's collective at different times. Spinning in MPI would steal

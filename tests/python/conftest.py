@@ -1,5 +1,6 @@
 """Shared fixtures for the multi-rank Python suite."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -8,15 +9,17 @@ import pytest
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = TESTS_DIR.parents[1]
 # The suite tests the in-tree package (the extension builds into python/lockstep),
-# the same one mpi_harness puts on the ranks' PYTHONPATH.
-sys.path.insert(0, str(REPO_ROOT / "python"))
+# the same one mpi_harness puts on the ranks' PYTHONPATH; the sanitizer builds point
+# LOCKSTEP_TEST_PACKAGE_ROOT at their own copy.
+PACKAGE_ROOT = Path(os.environ.get("LOCKSTEP_TEST_PACKAGE_ROOT", REPO_ROOT / "python"))
+sys.path.insert(0, str(PACKAGE_ROOT))
 sys.path.insert(0, str(TESTS_DIR))  # for mpi_harness
 
 
 @pytest.fixture(scope="session")
 def built_extension():
     """Multi-rank tests need lockstep._core; say how to build it rather than fail obscurely."""
-    built = list((REPO_ROOT / "python" / "lockstep").glob("_core*.so"))
+    built = list((PACKAGE_ROOT / "lockstep").glob("_core*.so"))
     assert built, ("lockstep._core is not built: run `cmake -S . -B build "
                    "-DPython_EXECUTABLE=$PWD/.venv/bin/python && cmake --build build -j2` first")
 

@@ -18,6 +18,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # leaving them waiting until the job's timeout.
 DESYNC_LIMIT = {"LOCKSTEP_STALL_SHUTDOWN_TIME_SECONDS": "60"}
 SCRIPTS_DIR = Path(__file__).resolve().parent / "scripts"
+# The folder holding the `lockstep` package under test: the in-tree python/, or the
+# sanitizer build's copy (make sanitize sets LOCKSTEP_TEST_PACKAGE_ROOT).
+PACKAGE_ROOT = Path(os.environ.get("LOCKSTEP_TEST_PACKAGE_ROOT", REPO_ROOT / "python"))
 
 
 @dataclass
@@ -42,7 +45,7 @@ class MpiRun:
 
 def child_environment(extra_env):
     env = dict(os.environ)
-    python_path = str(REPO_ROOT / "python")
+    python_path = str(PACKAGE_ROOT)
     env["PYTHONPATH"] = python_path + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     # Ranks outnumber cores here; without this, MPI busy-waits and starves its peers.
     env["OMPI_MCA_mpi_yield_when_idle"] = "1"

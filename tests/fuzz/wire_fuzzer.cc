@@ -1,0 +1,118 @@
+// libFuzzer target: arbitrary bytes decoded as every wire message type. Decoding
+// may reject the bytes (WireError) but must never crash, read out of bounds, hang or
+// throw anything else; whatever decodes must survive a round trip unchanged
+// (decode -> encode gives the same bytes, and decoding those gives an equal object).
+// The same bytes also drive the cycle bit vector: a cache capacity and a few ranks'
+// flags and slots, whose encodings are ANDed as the allreduce does and decoded, which
+// must give exactly the flags and slot sets computed directly; and raw words, which
+// must decode or be rejected, never crash.
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <vector>
+
+#include "wire/cycle_bits.h"
+#include "wire/message.h"
+#include "wire/wire.h"
+
+namespace {
+
+[[noreturn]] void RoundTripFailed(const char* what) {
+  std::fprintf(stderr, "round trip of a decoded %s changed it\n", what);
+  std::abort();
+}
+
+template <typename Message, typename Parse, typename Serialize>
+void DecodeAndRoundTrip(const uint8_t* data, size_t size, const char* what, Parse parse,
+                        Serialize serialize) {
+  Message decoded;
+  try {
+    decoded = parse(data, size);
+  } catch (const lockstep::WireError&) {
+    return;  // rejected cleanly
+  }
+  std::vector<uint8_t> encoded = serialize(decoded);
+  // The encoding is canonical and a parse consumes every byte, so the bytes come back.
+  if (encoded.size() != size || !std::equal(encoded.begin(), encoded.end(), data)) {
+    RoundTripFailed(what);
+  }
+  if (!(parse(encoded.data(), encoded.size()) == decoded)) RoundTripFailed(what);
+}
+
+bool Bit(const std::vector<uint64_t>& words, int slot) {
+  return (words[static_cast<size_t>(slot) / 64] >> (slot % 64)) & 1;
+}
+
+void Check(bool ok, const char* what) {
+  if (ok) return;
+  std::fprintf(stderr, "cycle bits: %s\n", what);
+  std::abort();
+}
+
+void CycleBitsOfRanks(FuzzedDataProvider& in) {
+  const int capacity = in.ConsumeIntegralInRange<int>(0, 300);
+  const int ranks = in.ConsumeIntegralInRange<int>(1, 4);
+  std::vector<uint64_t> reduced(lockstep::CycleBitsWords(capacity), ~uint64_t{0});
+  std::vector<std::set<int32_t>> slots(static_cast<size_t>(ranks));
+  bool all_pending = true, any_pending = false, full = false, shutdown = false, joined = false;
+  for (int r = 0; r < ranks; ++r) {
+    lockstep::CycleBitsLocal local;
+    local.has_pending = in.ConsumeBool();
+    local.need_full_round = in.ConsumeBool();
+    local.shutdown = in.ConsumeBool();
+    local.joined = in.ConsumeBool();
+    const int count = capacity > 0 ? in.ConsumeIntegralInRange<int>(0, 8) : 0;
+    for (int i = 0; i < count; ++i) {
+      const int32_t slot = in.ConsumeIntegralInRange<int32_t>(0, capacity - 1);
+      local.ready_slots.push_back(slot);
+      slots[static_cast<size_t>(r)].insert(slot);
+    }
+    all_pending = all_pending && local.has_pending;
+    any_pending = any_pending || local.has_pending;
+    full = full || local.need_full_round;
+    shutdown = shutdown || local.shutdown;
+    joined = joined || local.joined;
+    std::vector<uint64_t> vec = lockstep::EncodeCycleBits(capacity, local);
+    for (size_t i = 0; i < reduced.size(); ++i) reduced[i] &= vec[i];
+  }
+  lockstep::CycleBitsSummary s = lockstep::DecodeCycleBits(reduced, capacity);
+  Check(s.all_pending == all_pending && s.any_pending == any_pending && s.need_full_round == full &&
+            s.shutdown == shutdown && s.any_joined == joined,
+        "flags differ from the ranks' flags");
+  for (int slot = 0; slot < capacity; ++slot) {
+    int on = 0;
+    for (const auto& set : slots) on += static_cast<int>(set.count(slot));
+    Check(Bit(s.ready, slot) == (on == ranks), "ready slots differ");
+    Check(Bit(s.partial, slot) == (on > 0 && on < ranks), "partial slots differ");
+  }
+}
+
+void CycleBitsFromRawWords(FuzzedDataProvider& in) {
+  const int capacity = in.ConsumeIntegralInRange<int>(0, 300);
+  std::vector<uint64_t> words(lockstep::CycleBitsWords(capacity) + in.ConsumeIntegralInRange(0, 1));
+  for (uint64_t& word : words) word = in.ConsumeIntegral<uint64_t>();
+  try {
+    lockstep::CycleBitsSummary s = lockstep::DecodeCycleBits(words, capacity);
+    for (size_t w = 0; w < s.ready.size(); ++w) {
+      Check((s.ready[w] & s.partial[w]) == 0, "a slot both ready and partial");
+    }
+  } catch (const lockstep::WireError&) {
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  DecodeAndRoundTrip<lockstep::RequestList>(data, size, "request list", lockstep::ParseRequestList,
+                                            lockstep::SerializeRequestList);
+  DecodeAndRoundTrip<lockstep::ResponseList>(
+      data, size, "response list", lockstep::ParseResponseList, lockstep::SerializeResponseList);
+  FuzzedDataProvider bits(data, size);
+  CycleBitsOfRanks(bits);
+  CycleBitsFromRawWords(bits);
+  return 0;
+}
