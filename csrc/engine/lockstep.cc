@@ -2,8 +2,11 @@
 // of process-wide lockstep state.
 #include "lockstep/lockstep.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <mutex>
+#include <string>
 
 #include "common/config.h"
 #include "engine/engine.h"
@@ -19,6 +22,7 @@ struct ProcessState {
   OpNamer namer;        // outlives engines, like the frontends' op counters it serves
   bool was_shut_down = false;
   bool exit_hook_registered = false;
+  pid_t owner_pid = 0;  // the process that called Init(); a fork's child is another
 };
 
 ProcessState& State() {
@@ -28,6 +32,26 @@ ProcessState& State() {
 
 void ShutdownAtExit() { Shutdown(); }
 
+// A child of fork() inherits the engine's memory but neither its background thread
+// nor its MPI connection: waiting on it would hang and shutting it down would join a
+// thread that does not exist. Checked before taking any lock, since a lock held by
+// another thread at fork() time stays held forever in the child.
+bool InForkedChild(const ProcessState& state) {
+  return state.owner_pid != 0 && state.owner_pid != getpid();
+}
+
+std::string ForkedChildMessage(const ProcessState& state) {
+  return "lockstep was initialized in process " + std::to_string(state.owner_pid) +
+         " and this process (" + std::to_string(getpid()) +
+         ") is a fork of it; a forked child cannot use or re-initialize its parent's lockstep "
+         "(the background thread and the MPI connection stay with the parent). Call lockstep "
+         "from the parent only, or start workers with multiprocessing's 'spawn' method";
+}
+
+void RequireOwnerProcess(const ProcessState& state) {
+  if (InForkedChild(state)) throw Error(ForkedChildMessage(state));
+}
+
 const char* MissingEngineMessage(const ProcessState& state) {
   return state.was_shut_down ? "lockstep has been shut down; call hvd.init() again before using it"
                              : "lockstep has not been initialized; call hvd.init() first";
@@ -35,6 +59,7 @@ const char* MissingEngineMessage(const ProcessState& state) {
 
 std::shared_ptr<Engine> RunningEngine() {
   ProcessState& state = State();
+  RequireOwnerProcess(state);
   std::lock_guard<std::mutex> lock(state.mutex);
   if (!state.engine) throw Error(MissingEngineMessage(state));
   return state.engine;
@@ -44,6 +69,7 @@ std::shared_ptr<Engine> RunningEngine() {
 
 void Init() {
   ProcessState& state = State();
+  RequireOwnerProcess(state);
   std::lock_guard<std::mutex> lock(state.mutex);
   if (state.engine && state.engine->running()) return;
   state.engine.reset();  // stopped because another rank shut down: start afresh
@@ -54,6 +80,7 @@ void Init() {
     throw Error(e.what());
   }
   state.engine = std::make_shared<Engine>(config, state.handles, state.namer);
+  state.owner_pid = getpid();
   if (!state.exit_hook_registered) {
     // Registered after MPI's own exit hook, so it runs before MPI is finalized.
     std::atexit(ShutdownAtExit);
@@ -63,6 +90,9 @@ void Init() {
 
 void Shutdown() {
   ProcessState& state = State();
+  // In a forked child (e.g. at its exit) there is nothing of ours to stop; the
+  // inherited engine is left alone, never destroyed.
+  if (InForkedChild(state)) return;
   std::shared_ptr<Engine> engine;
   {
     std::lock_guard<std::mutex> lock(state.mutex);
@@ -74,12 +104,14 @@ void Shutdown() {
 
 bool IsInitialized() {
   ProcessState& state = State();
+  if (InForkedChild(state)) return false;
   std::lock_guard<std::mutex> lock(state.mutex);
   return state.engine && state.engine->running();
 }
 
 std::string NotRunningReason() {
   ProcessState& state = State();
+  if (InForkedChild(state)) return ForkedChildMessage(state);
   std::lock_guard<std::mutex> lock(state.mutex);
   if (!state.engine) return MissingEngineMessage(state);
   return state.engine->running() ? std::string() : state.engine->stop_reason();
@@ -130,7 +162,14 @@ void EnqueueGroupWithCallbacks(std::vector<OpSpec> specs, std::vector<DoneCallba
 
 std::string AutoName(const std::string& kind) { return State().namer.NameFor(kind); }
 
-bool Poll(Handle handle) { return State().handles.Poll(handle); }
-OpResult Wait(Handle handle) { return State().handles.Wait(handle); }
+bool Poll(Handle handle) {
+  RequireOwnerProcess(State());
+  return State().handles.Poll(handle);
+}
+
+OpResult Wait(Handle handle) {
+  RequireOwnerProcess(State());  // the parent's handles never complete in a child
+  return State().handles.Wait(handle);
+}
 
 }  // namespace lockstep
