@@ -73,7 +73,8 @@ class _DistributedOptimizerMixin:
         if self._lockstep_reducer.has_pending():
             raise OptimizerUsageError(
                 "optimizer.zero_grad() was called after loss.backward() but before optimizer.step() or "
-                "optimizer.synchronize(): the gradients' allreduces are still using them"
+                "optimizer.synchronize(): the gradients' allreduces are still using them (after a backward pass "
+                "that raised, call optimizer.step() or optimizer.synchronize() to complete the allreduces it started)"
             )
         return super().zero_grad(set_to_none=set_to_none)
 
