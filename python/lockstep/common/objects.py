@@ -11,6 +11,8 @@ import pickle
 
 import numpy as np
 
+from lockstep.common import validation
+
 # Lengths travel as 8 little-endian bytes so only byte collectives are needed.
 _LENGTH_DTYPE = np.dtype("<u8")
 # Sent instead of a length by a rank whose object cannot be pickled, so that the
@@ -27,7 +29,10 @@ class ObjectCollectives:
 
     def broadcast_object(self, obj, root_rank=0, name=None):
         """Return root_rank's `obj` on every rank (the root gets its own object back)."""
-        name = self._namer.name_for("broadcast_object", name)
+        # Checked before anything is sent: a name that is not a str would become a
+        # different tensor name on every rank, and the ranks would wait for each other.
+        name = self._namer.name_for("broadcast_object", validation.check_name(name))
+        root_rank = validation.as_int(root_rank, "root_rank")
         is_root = self._get_rank() == root_rank
         payload, failure = _to_bytes(obj) if is_root else (np.empty(0, np.uint8), None)
         length = _encode_length(_UNPICKLABLE if failure else len(payload))
@@ -43,7 +48,7 @@ class ObjectCollectives:
 
     def allgather_object(self, obj, name=None):
         """Return the list of every rank's `obj`, in rank order."""
-        name = self._namer.name_for("allgather_object", name)
+        name = self._namer.name_for("allgather_object", validation.check_name(name))
         payload, failure = _to_bytes(obj)
         length = _encode_length(_UNPICKLABLE if failure else len(payload))
         lengths = _decode_lengths(self._allgather_bytes(length, f"{name}.length"))

@@ -7,7 +7,7 @@ handle for poll() and synchronize().
 
 import numpy as np
 
-from lockstep.common import basics
+from lockstep.common import basics, validation
 from lockstep.common.dispatch import Scaling
 from lockstep.common.objects import ObjectCollectives
 from lockstep.common.ops import Average, handle_average_backwards_compatibility
@@ -75,7 +75,7 @@ def _copy_back(target, array):
 def _prepare_allreduce(tensor, average, compression, op):
     """(reduce op, array sent, output array, function returning the result)."""
     op = handle_average_backwards_compatibility(op, average)
-    compressor = compression or Compression.none
+    compressor = validation.check_compressor(compression) or Compression.none
     sent, context = compressor.compress(as_array(tensor))
     sent = as_array(sent, "compressed tensor")
     output = np.empty(sent.shape, dtype=sent.dtype)
@@ -88,7 +88,7 @@ def grouped_allreduce_async(
     if not isinstance(tensors, (list, tuple)):
         raise TypeError(f"tensors must be a list or tuple of arrays, got {type(tensors).__name__}")
     op = handle_average_backwards_compatibility(op, average)
-    compressor = compression or Compression.none
+    compressor = validation.check_compressor(compression) or Compression.none
     compressed = [compressor.compress(as_array(t, f"tensors[{i}]")) for i, t in enumerate(tensors)]
     sent = [as_array(array, f"compressed tensors[{i}]") for i, (array, _) in enumerate(compressed)]
     outputs = [new_output_like(array) for array in sent]
