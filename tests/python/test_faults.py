@@ -71,3 +71,12 @@ def test_shutdown_from_thread_fork_huge_allgather_and_failing_callbacks(num_rank
         for what in ("pending handles failed", "child error", "huge allgather"):
             assert f"rank {rank}: {what}" in run.stdout, f"rank {rank} did not report {what!r}\n{run.describe()}"
     assert_no_leaked_shm(run)
+
+
+def test_lockstep_opens_no_listening_socket(num_ranks):
+    # Open MPI's TCP transport listens on every interface by default; with only its
+    # shared-memory transports, whatever still listens would be lockstep's.
+    run = run_ranks("listening_sockets.py", num_ranks, timeout=60, env={"OMPI_MCA_btl": "self,vader"})
+    run.assert_all_ranks_passed(num_ranks)
+    for rank in range(num_ranks):
+        assert f"rank {rank}: listening sockets: []" in run.stdout, run.describe()
