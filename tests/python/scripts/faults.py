@@ -126,7 +126,35 @@ def shutdown_from_thread(rank, size):
     assert waited < 30, f"the pending handles failed only after {waited:.1f} s"
     assert all(f"lonely." in str(e) for e in errors), f"the errors name the tensors: {errors}"
     expect_error(ValueError, ["shut down"], hvd.allreduce, np.ones(2, np.float32))
+    hvd.init()
+    shutdown_with_collectives_running(rank, size)
     print(f"rank {rank}: pending handles failed {waited:.2f} s after waiting: {errors[0]}", flush=True)
+
+
+def shutdown_with_collectives_running(rank, size):
+    """Every rank streams large allreduces that all ranks submit, and calls shutdown()
+    from another thread part-way: each handle then either holds the exact result or
+    fails with the shutdown error; none hangs or holds wrong data."""
+    data = np.full(1 << 18, rank + 1, np.float32)
+    expected = np.full(1 << 18, size * (size + 1) // 2, np.float32)
+    stopper = threading.Timer(1.0 + 0.1 * rank, hvd.shutdown)
+    stopper.start()
+    completed = failed = 0
+    for step in range(100000):
+        try:
+            handles = [hvd.allreduce_async(data, op=hvd.Sum, name=f"running.{i}") for i in range(4)]
+        except ValueError:  # this rank has shut down: nothing more can be submitted
+            break
+        for handle in handles:
+            try:
+                assert_equal(hvd.synchronize(handle), expected, f"allreduce during shutdown, step {step}")
+                completed += 1
+            except hvd.LockstepError as error:
+                assert "shut down" in str(error), f"unclear error during shutdown: {error}"
+                failed += 1
+    stopper.join()
+    assert completed > 0, "no allreduce completed before the shutdown"
+    print(f"rank {rank}: {completed} allreduces completed exactly, {failed} failed cleanly at shutdown", flush=True)
 
 
 def forked_child(rank, size):
