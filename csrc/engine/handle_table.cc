@@ -1,5 +1,7 @@
 #include "engine/handle_table.h"
 
+#include <cstdio>
+#include <exception>
 #include <string>
 
 namespace lockstep {
@@ -27,7 +29,18 @@ void HandleTable::Complete(Handle handle, Status status, OpResult result) {
   // Outside the lock: the callback may enqueue more work (a framework scheduling the
   // ops that consume this result).
   if (on_done) {
-    on_done(status, std::move(result));
+    // Runs on the background thread: an exception escaping it would stop the engine
+    // and fail every other rank's collectives, so it stops here. Framework callbacks
+    // report their own errors through their own channels; this is the last resort.
+    try {
+      on_done(status, std::move(result));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "[lockstep] error: the completion callback of handle %lld threw: %s\n",
+                   static_cast<long long>(handle), e.what());
+    } catch (...) {
+      std::fprintf(stderr, "[lockstep] error: the completion callback of handle %lld threw\n",
+                   static_cast<long long>(handle));
+    }
     return;
   }
   {

@@ -2,8 +2,12 @@
 // of process-wide lockstep state.
 #include "lockstep/lockstep.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <string>
 
 #include "backends/gpu_info.h"
 #include "common/config.h"
@@ -25,6 +29,9 @@ struct ProcessState {
   OpNamer namer;        // outlives engines, like the frontends' op counters it serves
   bool was_shut_down = false;
   bool exit_hook_registered = false;
+  // The process that called Init(); a fork's child is another. Read without `mutex`
+  // (see InForkedChild), so atomic.
+  std::atomic<pid_t> owner_pid{0};
 };
 
 ProcessState& State() {
@@ -34,6 +41,26 @@ ProcessState& State() {
 
 void ShutdownAtExit() { Shutdown(); }
 
+// A child of fork() inherits the engine's memory but neither its background thread
+// nor its MPI connection: waiting on it would hang and shutting it down would join a
+// thread that does not exist. Checked before taking any lock, since a lock held by
+// another thread at fork() time stays held forever in the child.
+bool InForkedChild(const ProcessState& state) {
+  return state.owner_pid != 0 && state.owner_pid != getpid();
+}
+
+std::string ForkedChildMessage(const ProcessState& state) {
+  return "lockstep was initialized in process " + std::to_string(state.owner_pid) +
+         " and this process (" + std::to_string(getpid()) +
+         ") is a fork of it; a forked child cannot use or re-initialize its parent's lockstep "
+         "(the background thread and the MPI connection stay with the parent). Call lockstep "
+         "from the parent only, or start workers with multiprocessing's 'spawn' method";
+}
+
+void RequireOwnerProcess(const ProcessState& state) {
+  if (InForkedChild(state)) throw Error(ForkedChildMessage(state));
+}
+
 const char* MissingEngineMessage(const ProcessState& state) {
   return state.was_shut_down ? "lockstep has been shut down; call hvd.init() again before using it"
                              : "lockstep has not been initialized; call hvd.init() first";
@@ -41,6 +68,7 @@ const char* MissingEngineMessage(const ProcessState& state) {
 
 std::shared_ptr<Engine> RunningEngine() {
   ProcessState& state = State();
+  RequireOwnerProcess(state);
   std::lock_guard<std::mutex> lock(state.mutex);
   if (!state.engine) throw Error(MissingEngineMessage(state));
   return state.engine;
@@ -50,6 +78,7 @@ std::shared_ptr<Engine> RunningEngine() {
 
 void Init() {
   ProcessState& state = State();
+  RequireOwnerProcess(state);
   std::lock_guard<std::mutex> init_lock(state.init_mutex);
   std::shared_ptr<Engine> stale;
   {
@@ -68,6 +97,7 @@ void Init() {
   {
     std::lock_guard<std::mutex> lock(state.mutex);
     state.engine = std::move(engine);
+    state.owner_pid = getpid();
   }
   if (!state.exit_hook_registered) {  // guarded by init_mutex
     // Registered after MPI's own exit hook, so it runs before MPI is finalized.
@@ -78,6 +108,9 @@ void Init() {
 
 void Shutdown() {
   ProcessState& state = State();
+  // In a forked child (e.g. at its exit) there is nothing of ours to stop; the
+  // inherited engine is left alone, never destroyed.
+  if (InForkedChild(state)) return;
   std::shared_ptr<Engine> engine;
   {
     std::lock_guard<std::mutex> lock(state.mutex);
@@ -89,12 +122,14 @@ void Shutdown() {
 
 bool IsInitialized() {
   ProcessState& state = State();
+  if (InForkedChild(state)) return false;
   std::lock_guard<std::mutex> lock(state.mutex);
   return state.engine && state.engine->running();
 }
 
 std::string NotRunningReason() {
   ProcessState& state = State();
+  if (InForkedChild(state)) return ForkedChildMessage(state);
   std::lock_guard<std::mutex> lock(state.mutex);
   if (!state.engine) return MissingEngineMessage(state);
   return state.engine->running() ? std::string() : state.engine->stop_reason();
@@ -149,7 +184,14 @@ void EnqueueGroupWithCallbacks(std::vector<OpSpec> specs, std::vector<DoneCallba
 
 std::string AutoName(const std::string& kind) { return State().namer.NameFor(kind); }
 
-bool Poll(Handle handle) { return State().handles.Poll(handle); }
-OpResult Wait(Handle handle) { return State().handles.Wait(handle); }
+bool Poll(Handle handle) {
+  RequireOwnerProcess(State());
+  return State().handles.Poll(handle);
+}
+
+OpResult Wait(Handle handle) {
+  RequireOwnerProcess(State());  // the parent's handles never complete in a child
+  return State().handles.Wait(handle);
+}
 
 }  // namespace lockstep

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "backends/mpi/chunked_allreduce.h"
@@ -26,6 +27,19 @@ std::string CollectiveName(const Response& r, const Backend& backend) {
   static const char* const kKinds[] = {"ALLREDUCE", "ALLGATHER", "BCAST", "ALLTOALL",
                                        "REDUCESCATTER"};
   return std::string(backend.name()) + "_" + kKinds[static_cast<int>(r.type)];
+}
+
+// The core-allocated result of an allgather, alltoall or reducescatter. The
+// coordinator already refused results larger than the host's memory; this names the
+// tensor when memory runs out anyway.
+std::shared_ptr<Buffer> ResultBuffer(int64_t bytes, const Response& r) {
+  try {
+    return std::make_shared<Buffer>(static_cast<size_t>(bytes));
+  } catch (const std::bad_alloc&) {
+    throw Error(std::string(OpTypeName(static_cast<OpType>(r.type))) + " of tensor '" +
+                r.names.front() + "': out of memory allocating the result of " +
+                std::to_string(bytes) + " bytes");
+  }
 }
 
 }  // namespace
@@ -195,7 +209,7 @@ OpResult OpRunner::RunAllgather(const Response& r, TensorEntry& entry) {
   }
   OpResult result;
   result.shape = WithFirstDim(entry.spec.shape, rows);
-  result.buffer = std::make_shared<Buffer>(rows * row_bytes);
+  result.buffer = ResultBuffer(rows * row_bytes, r);
   Phase(r.names, CollectiveName(r, backend).c_str());
   backend.Allgatherv(entry.spec.input, result.buffer->data(), bytes_per_rank);
   EndPhase(r.names);
@@ -232,7 +246,7 @@ OpResult OpRunner::RunAlltoall(const Response& r, TensorEntry& entry) {
     rows += r.sizes[j * n + me];
   }
   result.shape = WithFirstDim(entry.spec.shape, rows);
-  result.buffer = std::make_shared<Buffer>(rows * row_bytes);
+  result.buffer = ResultBuffer(rows * row_bytes, r);
   Phase(r.names, CollectiveName(r, backend).c_str());
   backend.Alltoallv(entry.spec.input, send_bytes, result.buffer->data(), recv_bytes);
   EndPhase(r.names);
@@ -260,7 +274,7 @@ OpResult OpRunner::RunReducescatter(const Response& r, TensorEntry& entry) {
   OpResult result;
   result.shape = WithFirstDim(shape, counts[topology_.rank] / (row_elements ? row_elements : 1));
   if (row_elements == 0) result.shape[0] = rows / n + (topology_.rank < rows % n ? 1 : 0);
-  result.buffer = std::make_shared<Buffer>(counts[topology_.rank] * element);
+  result.buffer = ResultBuffer(counts[topology_.rank] * element, r);
   Phase(r.names, CollectiveName(r, backend).c_str());
   backend.ReduceScatter(input, result.buffer->data(), counts, r.dtype, r.reduce_op);
   EndPhase(r.names);

@@ -1,5 +1,8 @@
 #include "negotiation/response_builder.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <sstream>
 #include <string>
 
@@ -63,6 +66,49 @@ std::string JoinError(const Request& ref, const std::vector<const Request*>& by_
     if (by_rank[r] == nullptr) out << " " << r;
   }
   out << " have joined; after join() only allreduce with Sum or Average can proceed";
+  return out.str();
+}
+
+// Bytes of this host's memory; 0 if unknown.
+int64_t PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page_size > 0 ? static_cast<int64_t>(pages) * page_size : 0;
+}
+
+// The largest result any rank must allocate for an allgather or alltoall: rows
+// received times the bytes of one row. Refused here, on the coordinator, so that every
+// rank gets the same error before any rank allocates or communicates; a size that
+// cannot fit in memory would otherwise fail on some ranks only, or wrap around.
+std::string ResultSizeProblem(const Response& response, int ranks) {
+  // sizes holds rows per rank (allgather: all of them are received by every rank) or
+  // per (sender, receiver) pair (alltoall).
+  const bool per_pair = response.type == ResponseType::kAlltoall;
+  int64_t row_bytes = static_cast<int64_t>(DataTypeSize(response.dtype));
+  bool overflow = false;
+  for (int64_t d : Tail(response.shape))
+    overflow |= __builtin_mul_overflow(row_bytes, d, &row_bytes);
+  int64_t largest = 0;
+  for (int receiver = 0; receiver < (per_pair ? ranks : 1) && !overflow; ++receiver) {
+    int64_t rows = 0;
+    for (size_t i = 0; i < response.sizes.size(); ++i) {
+      if (per_pair && static_cast<int>(i % ranks) != receiver) continue;
+      overflow |= __builtin_add_overflow(rows, response.sizes[i], &rows);
+    }
+    int64_t bytes = 0;
+    overflow |= __builtin_mul_overflow(rows, row_bytes, &bytes);
+    largest = std::max(largest, bytes);
+  }
+  std::ostringstream out;
+  out << OpTypeName(static_cast<OpType>(response.type)) << " of tensor '" << response.names.front()
+      << "': the result would need ";
+  if (overflow) {
+    out << "more than 2^63 bytes";
+    return out.str();
+  }
+  const int64_t memory = PhysicalMemoryBytes();
+  if (memory == 0 || largest <= memory) return "";
+  out << largest << " bytes on one rank, more than this host's " << memory << " bytes of memory";
   return out.str();
 }
 
@@ -155,6 +201,10 @@ Response BuildResponse(const std::vector<const Request*>& by_rank) {
     default:
       response.sizes = {Elements(ref.shape)};
       break;
+  }
+  if (ref.op == OpType::kAllgather || ref.op == OpType::kAlltoall) {
+    const std::string problem = ResultSizeProblem(response, size);
+    if (!problem.empty()) return ErrorResponse(ref.name, problem);
   }
   return response;
 }

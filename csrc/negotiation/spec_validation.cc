@@ -18,6 +18,21 @@ int64_t Elements(const OpSpec& spec) {
   return n;
 }
 
+// Sizes are int64 byte counts everywhere below; a shape whose byte count does not fit
+// would wrap around into a small (wrong) size. Called after negative dimensions are
+// refused.
+void ValidateByteCount(const OpSpec& spec) {
+  int64_t bytes = static_cast<int64_t>(DataTypeSize(spec.dtype));
+  for (int64_t d : spec.shape) {
+    if (d == 0) return;
+  }
+  for (int64_t d : spec.shape) {
+    if (__builtin_mul_overflow(bytes, d, &bytes)) {
+      Fail(spec, "the shape holds more than 2^63 bytes");
+    }
+  }
+}
+
 // Adasum, as in Horovod: allreduce of floating tensors on a power-of-2 number of ranks.
 void ValidateAdasum(const OpSpec& spec, const Topology& topology) {
   if (spec.op != OpType::kAllreduce) Fail(spec, "the Adasum reduce op applies to allreduce only");
@@ -86,6 +101,7 @@ void ValidateSpec(const OpSpec& spec, const Topology& topology,
   for (int64_t d : spec.shape) {
     if (d < 0) Fail(spec, "negative dimension in shape");
   }
+  ValidateByteCount(spec);
   const bool needs_rows = spec.op == OpType::kAllgather || spec.op == OpType::kAlltoall ||
                           spec.op == OpType::kReducescatter;
   if (needs_rows && spec.shape.empty()) Fail(spec, "needs a tensor with at least one dimension");

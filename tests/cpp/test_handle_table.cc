@@ -5,6 +5,7 @@
 #include <chrono>
 #include <future>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +27,20 @@ OpResult ResultWithShape(std::vector<int64_t> shape) {
   OpResult result;
   result.shape = std::move(shape);
   return result;
+}
+
+TEST(HandleTableTest, AThrowingCallbackDoesNotEscapeComplete) {
+  HandleTable table;
+  int calls = 0;
+  Handle handle = table.Allocate([&calls](const Status&, OpResult) {
+    ++calls;
+    throw std::runtime_error("callback bug");
+  });
+  EXPECT_NO_THROW(table.Complete(handle, Status::Ok(), OpResult{}));
+  EXPECT_EQ(calls, 1);
+  Handle next = table.Allocate(nullptr);  // the table keeps working
+  table.Complete(next, Status::Ok(), ResultWithShape({2}));
+  EXPECT_EQ(table.Wait(next).shape, (std::vector<int64_t>{2}));
 }
 
 TEST(HandleTableTest, AllocatesDistinctPendingHandles) {

@@ -98,6 +98,31 @@ TEST(BuildResponseTest, AllgatherListsEachRanksFirstDimension) {
   EXPECT_EQ(r.shape, (std::vector<int64_t>{2, 3}));
 }
 
+TEST(BuildResponseTest, ResultsLargerThanMemoryOrInt64AreRefusedForEveryRank) {
+  // Each rank's part fits; together they exceed any host's memory.
+  Ranks gather(MakeRequest(OpType::kAllgather, 0, {int64_t{1} << 40, 1024}), 3);
+  Response r = gather.Build();
+  ASSERT_EQ(r.type, ResponseType::kError);
+  EXPECT_NE(r.error_message.find("allgather of tensor 't'"), std::string::npos) << r.error_message;
+  EXPECT_NE(r.error_message.find("memory"), std::string::npos) << r.error_message;
+
+  Ranks wraps(MakeRequest(OpType::kAllgather, 0, {int64_t{1} << 61, 2}), 3);
+  r = wraps.Build();
+  ASSERT_EQ(r.type, ResponseType::kError);
+  EXPECT_NE(r.error_message.find("more than 2^63 bytes"), std::string::npos) << r.error_message;
+
+  // Alltoall: what one rank receives counts, not what it sends.
+  Ranks all(MakeRequest(OpType::kAlltoall, 0, {int64_t{1} << 40, 1024}), 2);
+  all[0].splits = {int64_t{1} << 40, 0};
+  all[1].splits = {int64_t{1} << 40, 0};
+  r = all.Build();
+  ASSERT_EQ(r.type, ResponseType::kError);
+  EXPECT_NE(r.error_message.find("alltoall of tensor 't'"), std::string::npos) << r.error_message;
+
+  Ranks small(MakeRequest(OpType::kAllgather, 0, {1000, 1024}), 3);
+  EXPECT_EQ(small.Build().type, ResponseType::kAllgather);
+}
+
 TEST(BuildResponseTest, AlltoallBuildsTheSplitMatrix) {
   Ranks ranks(MakeRequest(OpType::kAlltoall, 0, {3, 2}), 2);
   ranks[0].splits = {1, 2};

@@ -116,6 +116,12 @@ TEST_F(SpecValidationTest, RejectsBadShapesAndMemory) {
   spec.shape = {2, -1};
   EXPECT_TRUE(Rejects(spec, "negative dimension"));
 
+  // Byte counts that would wrap around int64 (the product of the dimensions alone fits).
+  spec.shape = {int64_t{1} << 31, int64_t{1} << 31};
+  EXPECT_TRUE(Rejects(spec, "more than 2^63 bytes"));
+  spec.shape = {int64_t{1} << 40, int64_t{1} << 40, 0};  // empty: nothing to overflow
+  EXPECT_TRUE(Accepts(spec));
+
   spec = Valid(OpType::kAllgather);
   spec.input = nullptr;
   EXPECT_TRUE(Rejects(spec, "input memory is null"));

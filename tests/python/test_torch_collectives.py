@@ -10,7 +10,7 @@ import pytest
 from mpi_harness import DESYNC_LIMIT, run_ranks
 
 
-@pytest.mark.parametrize("module", ["errors", "collectives", "autograd"])
+@pytest.mark.parametrize("module", ["errors faults", "collectives", "autograd"])
 def test_torch_collectives(module, num_ranks):
-    run = run_ranks("torch_suite.py", num_ranks, timeout=240, args=[module], env=DESYNC_LIMIT)
+    run = run_ranks("torch_suite.py", num_ranks, timeout=240, args=module.split(), env=DESYNC_LIMIT)
     run.assert_all_ranks_passed(num_ranks)

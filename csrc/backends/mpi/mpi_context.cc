@@ -1,5 +1,7 @@
 #include "backends/mpi/mpi_context.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -7,6 +9,7 @@ namespace lockstep {
 namespace {
 
 bool g_lockstep_initialized_mpi = false;  // MPI itself is process-wide state.
+pid_t g_mpi_owner_pid = 0;                // a forked child must not finalize its parent's MPI
 
 void InitializeMpi(int* thread_level) {
   int already = 0;
@@ -29,6 +32,7 @@ void InitializeMpi(int* thread_level) {
     throw Error("MPI_Init_thread failed");
   }
   g_lockstep_initialized_mpi = true;
+  g_mpi_owner_pid = getpid();
   std::atexit(FinalizeMpiAtExitIfOwned);
   *thread_level = provided;
 }
@@ -62,9 +66,10 @@ MpiContext::~MpiContext() {
 }
 
 void FinalizeMpiAtExitIfOwned() {
+  if (!g_lockstep_initialized_mpi || getpid() != g_mpi_owner_pid) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (g_lockstep_initialized_mpi && !finalized) MPI_Finalize();
+  if (!finalized) MPI_Finalize();
 }
 
 }  // namespace lockstep

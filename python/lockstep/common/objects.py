@@ -11,8 +11,13 @@ import pickle
 
 import numpy as np
 
+from lockstep.common import validation
+
 # Lengths travel as 8 little-endian bytes so only byte collectives are needed.
 _LENGTH_DTYPE = np.dtype("<u8")
+# Sent instead of a length by a rank whose object cannot be pickled, so that the
+# other ranks fail too instead of waiting for data that never comes.
+_UNPICKLABLE = np.iinfo(np.int64).max
 
 
 class ObjectCollectives:
@@ -24,21 +29,34 @@ class ObjectCollectives:
 
     def broadcast_object(self, obj, root_rank=0, name=None):
         """Return root_rank's `obj` on every rank (the root gets its own object back)."""
-        name = self._namer.name_for("broadcast_object", name)
+        # Checked before anything is sent: a name that is not a str would become a
+        # different tensor name on every rank, and the ranks would wait for each other.
+        name = self._namer.name_for("broadcast_object", validation.check_name(name))
+        root_rank = validation.as_int(root_rank, "root_rank")
         is_root = self._get_rank() == root_rank
-        payload = _to_bytes(obj) if is_root else np.empty(0, np.uint8)
-        length = _encode_length(len(payload))
-        length = self._broadcast_bytes(length, root_rank, f"{name}.length")
+        payload, failure = _to_bytes(obj) if is_root else (np.empty(0, np.uint8), None)
+        length = _encode_length(_UNPICKLABLE if failure else len(payload))
+        length = _decode_lengths(self._broadcast_bytes(length, root_rank, f"{name}.length"))[0]
+        if failure is not None:
+            raise failure
+        if length == _UNPICKLABLE:
+            raise ValueError(f"broadcast_object '{name}': the root rank {root_rank} could not pickle its object")
         if not is_root:
-            payload = np.empty(_decode_lengths(length)[0], np.uint8)
+            payload = np.empty(length, np.uint8)
         payload = self._broadcast_bytes(payload, root_rank, f"{name}.data")
         return obj if is_root else pickle.loads(payload.tobytes())
 
     def allgather_object(self, obj, name=None):
         """Return the list of every rank's `obj`, in rank order."""
-        name = self._namer.name_for("allgather_object", name)
-        payload = _to_bytes(obj)
-        lengths = _decode_lengths(self._allgather_bytes(_encode_length(len(payload)), f"{name}.length"))
+        name = self._namer.name_for("allgather_object", validation.check_name(name))
+        payload, failure = _to_bytes(obj)
+        length = _encode_length(_UNPICKLABLE if failure else len(payload))
+        lengths = _decode_lengths(self._allgather_bytes(length, f"{name}.length"))
+        if failure is not None:
+            raise failure
+        failed = [rank for rank, length in enumerate(lengths) if length == _UNPICKLABLE]
+        if failed:
+            raise ValueError(f"allgather_object '{name}': rank(s) {failed} could not pickle their objects")
         gathered = self._allgather_bytes(payload, f"{name}.data")
         ends = np.cumsum(lengths)
         starts = ends - lengths
@@ -46,7 +64,11 @@ class ObjectCollectives:
 
 
 def _to_bytes(obj):
-    return np.frombuffer(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), dtype=np.uint8)
+    """(the pickle as uint8 array, None), or (None, the error) if obj cannot be pickled."""
+    try:
+        return np.frombuffer(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), dtype=np.uint8), None
+    except Exception as error:  # noqa: BLE001 - any pickling failure; re-raised after telling the peers
+        return None, error
 
 
 def _encode_length(length):

@@ -43,6 +43,17 @@ def check_name(name):
     return name
 
 
+def check_compressor(compression):
+    """A compressor (Horovod's interface: compress(tensor) -> (tensor, context) and
+    decompress(tensor, context) -> tensor), or None for no compression."""
+    if compression is None:
+        return None
+    if not (callable(getattr(compression, "compress", None)) and callable(getattr(compression, "decompress", None))):
+        raise TypeError(f"compression must be a compressor such as Compression.fp16 (with compress() and "
+                        f"decompress()), got {type(compression).__name__}")
+    return compression
+
+
 def check_root_rank(root_rank, world_size):
     root_rank = as_int(root_rank, "root_rank")
     if not 0 <= root_rank < world_size:

@@ -31,10 +31,11 @@ SUPPORTED_DTYPE_NAMES = ", ".join(dtype.name for dtype in _CORE_DTYPES)
 
 
 def as_array(tensor, what="tensor"):
-    """The numpy array behind `tensor`, checked for a supported dtype and layout.
+    """The numpy array behind `tensor`, checked for a supported dtype, as one
+    C-contiguous block the core can read.
 
-    Numpy scalars become 0-d arrays. Non-contiguous arrays are refused rather than
-    copied, so a caller never pays for a hidden copy.
+    Numpy scalars become 0-d arrays. Non-contiguous arrays (slices, transposes) are
+    copied, as the torch frontend does: the core needs one dense block.
     """
     if isinstance(tensor, np.generic):
         tensor = np.asarray(tensor)
@@ -42,10 +43,7 @@ def as_array(tensor, what="tensor"):
         raise TypeError(f"{what} must be a numpy.ndarray or numpy scalar, got {type(tensor).__name__}")
     core_dtype(tensor.dtype, what)
     if not tensor.flags.c_contiguous:
-        raise ValueError(
-            f"{what} is not C-contiguous (shape {tensor.shape}, strides {tensor.strides}); "
-            "pass np.ascontiguousarray(...) of it"
-        )
+        return np.ascontiguousarray(tensor)
     return tensor
 
 

@@ -1,13 +1,13 @@
 """Horovod's collective API on numpy arrays.
 
-Every op returns new arrays and leaves its inputs untouched; inputs are read in
-place (zero-copy), which is why they must be C-contiguous. The *_async variants
-return a handle for poll() and synchronize().
+Every op returns new arrays and leaves its inputs untouched; C-contiguous inputs are
+read in place (zero-copy), others are copied first. The *_async variants return a
+handle for poll() and synchronize().
 """
 
 import numpy as np
 
-from lockstep.common import basics
+from lockstep.common import basics, validation
 from lockstep.common.dispatch import Scaling
 from lockstep.common.objects import ObjectCollectives
 from lockstep.common.ops import Average, handle_average_backwards_compatibility
@@ -38,36 +38,44 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
     No output is allocated: for large arrays reused every step (gradients), this saves
     faulting in fresh pages each time. Leave the array alone until synchronized.
     """
-    array = _writable(tensor)
+    target = _writable(tensor)
+    array = as_array(target)
     ref = tensor_ref(array)
     scaling = Scaling(handle_average_backwards_compatibility(op, average), prescale_factor, postscale_factor)
-    return DISPATCHER.allreduce(ref, ref, scaling, name, lambda result: array)
+    return DISPATCHER.allreduce(ref, ref, scaling, name, lambda result: _copy_back(target, array))
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
     """Reduce `tensor` across ranks in place and return it."""
-    array = _writable(tensor)
+    target = _writable(tensor)
+    array = as_array(target)
     address = buffer_address(array)
     DISPATCHER.run_allreduce(core_dtype(array.dtype), array.shape, address, address,
                              handle_average_backwards_compatibility(op, average), prescale_factor,
                              postscale_factor, name)
-    return array
+    return _copy_back(target, array)
 
 
 def _writable(tensor):
-    """An array the core may write a result into."""
+    """The array an in-place op writes its result into."""
     if not isinstance(tensor, np.ndarray):  # a numpy scalar would be a temporary copy
         raise TypeError(f"tensor must be a numpy.ndarray for an in-place op, got {type(tensor).__name__}")
-    array = as_array(tensor)
-    if not array.flags.writeable:
+    if not tensor.flags.writeable:
         raise ValueError("tensor is read-only; an in-place op writes its result into it")
-    return array
+    return tensor
+
+
+def _copy_back(target, array):
+    """`target` holding the result: a non-contiguous target was reduced as a copy."""
+    if array is not target:
+        np.copyto(target, array)
+    return target
 
 
 def _prepare_allreduce(tensor, average, compression, op):
     """(reduce op, array sent, output array, function returning the result)."""
     op = handle_average_backwards_compatibility(op, average)
-    compressor = compression or Compression.none
+    compressor = validation.check_compressor(compression) or Compression.none
     sent, context = compressor.compress(as_array(tensor))
     sent = as_array(sent, "compressed tensor")
     output = np.empty(sent.shape, dtype=sent.dtype)
@@ -80,7 +88,7 @@ def grouped_allreduce_async(
     if not isinstance(tensors, (list, tuple)):
         raise TypeError(f"tensors must be a list or tuple of arrays, got {type(tensors).__name__}")
     op = handle_average_backwards_compatibility(op, average)
-    compressor = compression or Compression.none
+    compressor = validation.check_compressor(compression) or Compression.none
     compressed = [compressor.compress(as_array(t, f"tensors[{i}]")) for i, t in enumerate(tensors)]
     sent = [as_array(array, f"compressed tensors[{i}]") for i, (array, _) in enumerate(compressed)]
     outputs = [new_output_like(array) for array in sent]

@@ -39,6 +39,7 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="", compressi
     tensor = as_tensor(tensor)
     reduce_op, prescale, postscale = _reduction(op, prescale_factor, postscale_factor, ALLREDUCE_OPS, "allreduce",
                                                 [tensor])
+    compression = validation.check_compressor(compression) or Compression.none
     sent, context = compression.compress(tensor)
     reduced = collective("Allreduce", name, lambda tensor_name: OPS.lockstep_allreduce(
         sent, reduce_op=reduce_op, prescale_factor=prescale, postscale_factor=postscale, tensor_name=tensor_name))
@@ -71,6 +72,7 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="", 
         for position, slices in zip(sparse, gathered):
             results[position] = slices
     if dense:
+        compression = validation.check_compressor(compression) or Compression.none
         compressed = [compression.compress(tensor) for tensor in dense_tensors]
         reduced = collective("GroupedAllreduce", name, lambda tensor_name: OPS.lockstep_grouped_allreduce(
             [sent for sent, _ in compressed], reduce_op=reduce_op, prescale_factor=prescale,
@@ -148,6 +150,7 @@ def reducescatter(tensor, device_dense="", compression=Compression.none, op=Aver
     reduce_op, prescale, postscale = _reduction(op, prescale_factor, postscale_factor, REDUCESCATTER_OPS,
                                                 "reducescatter", [tensor])
     validation.check_has_first_dim(tensor.shape, "reducescatter")
+    compression = validation.check_compressor(compression) or Compression.none
     sent, context = compression.compress(tensor)
     scattered = collective("Reducescatter", name, lambda tensor_name: OPS.lockstep_reducescatter(
         sent, reduce_op=reduce_op, prescale_factor=prescale, postscale_factor=postscale, tensor_name=tensor_name))
@@ -165,6 +168,7 @@ def grouped_reducescatter(tensors, device_dense="", compression=Compression.none
                                                 "grouped_reducescatter", tensors)
     for tensor in tensors:
         validation.check_has_first_dim(tensor.shape, "grouped_reducescatter")
+    compression = validation.check_compressor(compression) or Compression.none
     compressed = [compression.compress(tensor) for tensor in tensors]
     scattered = collective("GroupedReducescatter", name, lambda tensor_name: OPS.lockstep_grouped_reducescatter(
         [sent for sent, _ in compressed], reduce_op=reduce_op, prescale_factor=prescale, postscale_factor=postscale,

@@ -12,7 +12,7 @@ The grouped forms have the grouped forms of the same gradients.
 
 import torch
 
-from lockstep.common import basics
+from lockstep.common import basics, validation
 from lockstep.common.ops import Average, Sum, handle_average_backwards_compatibility
 from lockstep.torch import mpi_ops
 from lockstep.torch.compression import Compression
@@ -148,6 +148,7 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     if compression is Compression.none and not _needs_graph(tensor):
         # The latency-critical case: autograd's bookkeeping would only add to it.
         return mpi_ops.allreduce_now(tensor, name, op, prescale_factor, postscale_factor)
+    compression = validation.check_compressor(compression) or Compression.none
     compressed, context = compression.compress(tensor)
     if _needs_graph(compressed):
         reduced = _Allreduce.apply(compressed, op, name, prescale_factor, postscale_factor)
@@ -170,6 +171,7 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
     """Reduce a list of tensors as one negotiated, fused unit; returns a list."""
     _check_list(tensors)
     op = handle_average_backwards_compatibility(op, average)
+    compression = validation.check_compressor(compression) or Compression.none
     compressed = [compression.compress(tensor) for tensor in tensors]
     reduced = _GroupedAllreduce.apply(op, name, prescale_factor, postscale_factor, *[t for t, _ in compressed])
     return [compression.decompress(tensor, context) for tensor, (_, context) in zip(reduced, compressed)]
@@ -204,6 +206,7 @@ def alltoall(tensor, splits=None, name=None):
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average, prescale_factor=1.0,
                   postscale_factor=1.0):
     """Reduce across ranks and return this rank's share of the first dimension."""
+    compression = validation.check_compressor(compression) or Compression.none
     compressed, context = compression.compress(tensor)
     reduced = _Reducescatter.apply(compressed, op, name, prescale_factor, postscale_factor)
     return compression.decompress(reduced, context)
@@ -214,6 +217,7 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=A
     """Reducescatter a list of tensors as one negotiated unit; returns this rank's
     share of each, in a list."""
     _check_list(tensors)
+    compression = validation.check_compressor(compression) or Compression.none
     compressed = [compression.compress(tensor) for tensor in tensors]
     reduced = _GroupedReducescatter.apply(op, name, prescale_factor, postscale_factor, *[t for t, _ in compressed])
     return [compression.decompress(tensor, context) for tensor, (_, context) in zip(reduced, compressed)]

@@ -73,7 +73,8 @@ class _DistributedOptimizerMixin:
         if self._lockstep_reducer.has_pending():
             raise OptimizerUsageError(
                 "optimizer.zero_grad() was called after loss.backward() but before optimizer.step() or "
-                "optimizer.synchronize(): the gradients' allreduces are still using them"
+                "optimizer.synchronize(): the gradients' allreduces are still using them (after a backward pass "
+                "that raised, call optimizer.step() or optimizer.synchronize() to complete the allreduces it started)"
             )
         return super().zero_grad(set_to_none=set_to_none)
 
@@ -139,16 +140,14 @@ def _adasum_optimizer(optimizer, named_parameters, compression, gradient_predivi
     """Horovod's Adasum optimizer: the ranks' updates, not gradients, are combined."""
     if gradient_predivide_factor != 1.0:
         raise ValueError("gradient_predivide_factor applies to op=Average only, not Adasum")
-    if not (hasattr(compression, "compress") and hasattr(compression, "decompress")):
-        raise TypeError(f"compression must be a compressor such as Compression.fp16, got {compression!r}")
+    compression = validation.check_compressor(compression) or Compression.none
     named = resolve_named_parameters(optimizer.param_groups, named_parameters)
     check_adasum_world(basics.size())
     return adasum_optimizer(optimizer, named, compression)
 
 
 def _reduction_settings(compression, op, gradient_predivide_factor, sparse_as_dense):
-    if not (hasattr(compression, "compress") and hasattr(compression, "decompress")):
-        raise TypeError(f"compression must be a compressor such as Compression.fp16, got {compression!r}")
+    compression = validation.check_compressor(compression) or Compression.none
     op = int(to_core_reduce_op(op, (Average, Sum), "DistributedOptimizer"))
     prescale, postscale = predivided_scaling(op, gradient_predivide_factor)
     if not isinstance(sparse_as_dense, bool):

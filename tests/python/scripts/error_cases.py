@@ -111,17 +111,34 @@ def check_unsupported_dtypes(rank, size):
 
 
 def check_non_contiguous(rank, size):
-    base = np.arange(24, dtype=np.float32).reshape(4, 6)
-    for label, view in [("strided", base[:, ::2]), ("transposed", base.T), ("reversed", base[::-1])]:
-        for submit in (hvd.allreduce, hvd.allgather, lambda a: hvd.broadcast(a, 0), hvd.alltoall_async):
-            expect_error(ValueError, ["contiguous"], submit, view)
-    ok = hvd.allreduce(np.ascontiguousarray(base[:, ::2]), op=hvd.Sum, name="made.contiguous")
-    assert_equal(ok, base[:, ::2] * size, "a contiguous copy works")
+    """Non-contiguous inputs are copied and work; in-place ops on non-contiguous
+    arrays write the result back through the view; read-only in-place targets are
+    refused."""
+    base = np.arange(24, dtype=np.float32).reshape(4, 6) + rank
+    total = sum(np.arange(24, dtype=np.float32).reshape(4, 6) + r for r in range(size))
+    for label, view, want in [("strided", base[:, ::2], total[:, ::2]), ("transposed", base.T, total.T),
+                              ("reversed", base[::-1], total[::-1])]:
+        untouched = view.copy()
+        assert_equal(hvd.allreduce(view, op=hvd.Sum, name=f"nc.{label}"), want, f"allreduce of a {label} view")
+        assert_equal(view, untouched, f"the {label} input is untouched")
+        assert_equal(hvd.allgather(view, name=f"nc.gather.{label}"),
+                     np.concatenate([view - rank + r for r in range(size)]), f"allgather of a {label} view")
+        assert_equal(hvd.broadcast(view, 0, name=f"nc.bcast.{label}"), view - rank, f"broadcast of a {label} view")
+    target = np.zeros((4, 6), np.int32)
+    view = target[:, 1::2]
+    view[...] = rank + 1
+    assert hvd.allreduce_(view, op=hvd.Sum, name="nc.inplace") is view, "allreduce_ returns its argument"
+    assert (target[:, 1::2] == size * (size + 1) // 2).all() and (target[:, ::2] == 0).all(), target
+    view[...] = rank
+    assert hvd.synchronize(hvd.allreduce_async_(view, op=hvd.Max, name="nc.inplace.async")) is view
+    assert (target[:, 1::2] == size - 1).all() and (target[:, ::2] == 0).all(), target
     readonly = np.full(3, rank, np.int32)
     readonly.flags.writeable = False
     result = hvd.allreduce(readonly, op=hvd.Sum, name="readonly.input")
     assert_equal(result, np.full(3, sum(range(size)), np.int32), "read-only inputs are fine")
     assert result.flags.writeable, "results are writeable"
+    expect_error(ValueError, ["read-only"], hvd.allreduce_, readonly)
+    expect_error(ValueError, ["read-only"], hvd.allreduce_async_, readonly[::2])
     check_still_working(rank, size, "non-contiguous arrays")
 
 

@@ -1,0 +1,83 @@
+"""Faults end with a clear error on every surviving rank, within a bounded time, and
+leave no shared-memory segment behind (tests/python/scripts/faults.py)."""
+
+import os
+import re
+
+import pytest
+
+from mpi_harness import run_ranks
+
+KINDS = ["allreduce", "grouped_allreduce", "allgather", "broadcast", "alltoall", "reducescatter", "barrier"]
+# Generous for a loaded 2-core machine; a job ends in 2-5 s here.
+JOB_LIMIT_SECONDS = 60
+
+
+def shm_files(run):
+    """Every shared-memory file some rank reported mapping."""
+    return set(re.findall(r"^rank \d+: shm file: (\S+)$", run.stdout, re.MULTILINE))
+
+
+def assert_ended_with_error(run, num_ranks, mpirun_message):
+    assert not run.timed_out, f"the job hung\n{run.describe()}"
+    assert run.returncode != 0, f"mpirun reported success\n{run.describe()}"
+    assert run.elapsed < JOB_LIMIT_SECONDS, run.describe()
+    assert "UNEXPECTED" not in run.stdout, run.describe()
+    for rank in range(num_ranks):
+        assert re.search(rf"^rank {rank}: first \w+ done", run.stdout, re.MULTILINE), (
+            f"rank {rank} failed before the fault\n{run.describe()}")
+    assert mpirun_message in run.stdout + run.stderr, f"no {mpirun_message!r}\n{run.describe()}"
+    assert_no_leaked_shm(run)
+
+
+def assert_no_leaked_shm(run):
+    files = shm_files(run)
+    assert any(f.startswith("/dev/shm/") for f in files), f"no shared memory reported\n{run.describe()}"
+    left = sorted(f for f in files if os.path.exists(f))
+    assert not left, f"shared-memory files left behind: {left}\n{run.describe()}"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_rank_killed_mid_collective_ends_the_job(kind):
+    # 3 ranks: the large allreduces then run through the shared-memory window.
+    run = run_ranks("faults.py", 3, timeout=JOB_LIMIT_SECONDS + 30, args=["kill", kind])
+    assert_ended_with_error(run, 3, "process rank 1 with PID 0 on node")
+    assert "exited on signal 9 (Killed)" in run.stdout + run.stderr, run.describe()
+
+
+def test_rank_killed_mid_allreduce_at_two_ranks():
+    run = run_ranks("faults.py", 2, timeout=JOB_LIMIT_SECONDS + 30, args=["kill", "allreduce"])
+    assert_ended_with_error(run, 2, "exited on signal 9 (Killed)")
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_signal_to_one_rank_ends_the_job(num_ranks, signal_name):
+    run = run_ranks("faults.py", num_ranks, timeout=JOB_LIMIT_SECONDS + 30, args=["signal", signal_name])
+    number = {"SIGINT": 2, "SIGTERM": 15}[signal_name]
+    assert_ended_with_error(run, num_ranks, f"exited on signal {number}")
+    if signal_name == "SIGINT":
+        # Rank 1 raises KeyboardInterrupt, exits, and its exit shuts lockstep down:
+        # every other rank's next collective fails with a message saying so.
+        assert "KeyboardInterrupt" in run.stderr, run.describe()
+        for rank in set(range(num_ranks)) - {1}:
+            assert re.search(rf"^rank {rank}: STOPPED WITH ERROR .*has been shut down", run.stdout, re.MULTILINE), (
+                f"rank {rank} got no clear error\n{run.describe()}")
+
+
+def test_shutdown_from_thread_fork_huge_allgather_and_failing_callbacks(num_ranks):
+    run = run_ranks("faults.py", num_ranks, timeout=120, args=["in_process"])
+    run.assert_all_ranks_passed(num_ranks)
+    for rank in range(num_ranks):
+        for what in ("pending handles failed", "allreduces completed exactly", "child error", "huge allgather"):
+            assert re.search(rf"^rank {rank}: .*{what}", run.stdout, re.MULTILINE), (
+                f"rank {rank} did not report {what!r}\n{run.describe()}")
+    assert_no_leaked_shm(run)
+
+
+def test_lockstep_opens_no_listening_socket(num_ranks):
+    # Open MPI's TCP transport listens on every interface by default; with only its
+    # shared-memory transports, whatever still listens would be lockstep's.
+    run = run_ranks("listening_sockets.py", num_ranks, timeout=60, env={"OMPI_MCA_btl": "self,vader"})
+    run.assert_all_ranks_passed(num_ranks)
+    for rank in range(num_ranks):
+        assert f"rank {rank}: listening sockets: []" in run.stdout, run.describe()
