@@ -25,7 +25,7 @@ JOBS ?= 2
 FRAMEWORK ?= torch
 DEMO_ARGS ?=
 APT_PACKAGES := openmpi-bin libopenmpi-dev dataset-fashion-mnist libgtest-dev cmake g++ make \
-                clang-format python3-dev
+                clang-format python3-dev iproute2
 CPP_DIRS := csrc include tests/cpp
 
 # Stamps inside .venv, so deleting the venv also forgets what was installed into it.
