@@ -37,3 +37,17 @@ def test_data_movement_and_topology_on_each_host(cluster, tmp_path):
                              env={"LOCKSTEP_TEST_TMP": str(tmp_path),
                                   "LOCKSTEP_TEST_HOSTS": hosts_by_rank(cluster)})
     run.assert_all_ranks_passed(5)
+
+
+def test_torch_demo_across_two_hosts(cluster, tmp_path):
+    # One rank on each of the first two hosts; the demo ends by checking that every
+    # rank holds bitwise-identical parameters.
+    demo = pretend_cluster.mpi_harness.REPO_ROOT / "examples" / "torch_fashion_mnist.py"
+    program = [pretend_cluster.sys.executable, str(demo), "--train-examples", "1024", "--epochs", "1",
+               "--fresh", "--checkpoint-dir", str(tmp_path)]
+    run = cluster.mpirun(program, num_ranks=2, timeout=240, extra=["--map-by", "ppr:1:node", "--display-map"])
+    assert not run.timed_out and run.returncode == 0, run.describe()
+    assert "parameters bitwise identical on all ranks" in run.stdout, run.describe()
+    assert "epoch 1: loss" in run.stdout, run.describe()
+    for host in cluster.hostnames[:2]:
+        assert f"Data for node: {host}\tNum slots: 2\tMax slots: 0\tNum procs: 1" in run.stdout, run.describe()
