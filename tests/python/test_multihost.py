@@ -4,9 +4,13 @@ Every collective and dtype, local/cross topology per host, and the torch demo ac
 hosts. Skipped, with the reason, where namespaces cannot be made (not root, no `ip`).
 """
 
+import sys
+
 import pytest
 
 import pretend_cluster
+
+RUN_PY = pretend_cluster.mpi_harness.REPO_ROOT / "python" / "lockstep" / "run.py"
 
 SLOTS = [2, 2, 1]
 SHM_ACTIVE = "go through shared memory"
@@ -32,18 +36,27 @@ def test_allreduce_every_dtype_and_op_across_hosts(cluster):
     assert SHM_ACTIVE not in run.stderr, run.describe()
 
 
-def test_data_movement_and_topology_on_each_host(cluster, tmp_path):
-    run = cluster.run_script("data_movement.py", timeout=240,
-                             env={"LOCKSTEP_TEST_TMP": str(tmp_path),
-                                  "LOCKSTEP_TEST_HOSTS": hosts_by_rank(cluster)})
+def test_launcher_with_hosts_runs_data_movement_and_topology_on_each_host(cluster, tmp_path):
+    # lockstep-run -H ... --network-interface SUBNET, started on the first host; only the
+    # rsh agent (how this cluster reaches its hosts instead of ssh) comes through --mpi-args.
+    agent = " ".join(cluster.mca_args()[:6])  # plm_rsh_agent, plm_rsh_no_tree_spawn
+    hosts = ",".join(f"{h}:{s}" for h, s in zip(cluster.hostnames, cluster.slots))
+    command = [sys.executable, str(RUN_PY), "-H", hosts, "--network-interface", pretend_cluster.SUBNET,
+               "--mpi-args", agent, "--verbose", sys.executable,
+               str(pretend_cluster.mpi_harness.SCRIPTS_DIR / "data_movement.py")]
+    run = pretend_cluster.run_command(cluster.on_host(0, command), timeout=240,
+                                      env={"LOCKSTEP_TEST_TMP": str(tmp_path),
+                                           "LOCKSTEP_TEST_HOSTS": hosts_by_rank(cluster)})
     run.assert_all_ranks_passed(5)
+    assert "-np 5" in run.stderr and f"-H {hosts}" in run.stderr, run.describe()
+    assert f"btl_tcp_if_include {pretend_cluster.SUBNET}" in run.stderr, run.describe()
 
 
 def test_torch_demo_across_two_hosts(cluster, tmp_path):
     # One rank on each of the first two hosts; the demo ends by checking that every
     # rank holds bitwise-identical parameters.
     demo = pretend_cluster.mpi_harness.REPO_ROOT / "examples" / "torch_fashion_mnist.py"
-    program = [pretend_cluster.sys.executable, str(demo), "--train-examples", "1024", "--epochs", "1",
+    program = [sys.executable, str(demo), "--train-examples", "1024", "--epochs", "1",
                "--fresh", "--checkpoint-dir", str(tmp_path)]
     run = cluster.mpirun(program, num_ranks=2, timeout=240, extra=["--map-by", "ppr:1:node", "--display-map"])
     assert not run.timed_out and run.returncode == 0, run.describe()
