@@ -39,7 +39,8 @@ Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
       namer_(namer),
       controller_(
           mpi_.comm(), mpi_.topology(), config_, logger_,
-          [this](std::chrono::microseconds timeout) { return queue_.WaitForWork(timeout); }),
+          [this](std::chrono::microseconds timeout) { return queue_.WaitForWork(timeout); },
+          mpi_.hostnames()),
       runner_(mpi_.topology(), mpi_backend_, timeline_, config_.chunk_bytes) {
   if (logger_.Enabled(LogLevel::kDebug)) {
     logger_.Log(LogLevel::kDebug, Describe(config_));
@@ -112,6 +113,10 @@ void Engine::Loop() {
                          config_.chunk_bytes));
       UpdateBackoff(progress, result);
     }
+  } catch (const PeerTimeout& e) {
+    MarkPeersLost();  // a collective MPI_Finalize would wait for them forever
+    reason = std::string("lockstep stopped: ") + e.what();
+    logger_.Log(LogLevel::kError, reason);
   } catch (const std::exception& e) {
     reason = std::string("lockstep's background thread stopped: ") + e.what();
     logger_.Log(LogLevel::kError, reason);

@@ -44,6 +44,8 @@ TEST(ConfigTest, DefaultsWhenNothingIsSet) {
   EXPECT_EQ(config.stall_check_seconds, 60.0);
   EXPECT_FALSE(config.stall_check_disabled);
   EXPECT_EQ(config.stall_shutdown_seconds, 0.0);
+  EXPECT_EQ(config.peer_timeout_seconds, 60.0);
+  EXPECT_FALSE(config.hierarchical_allreduce);
   EXPECT_EQ(config.log_level, LogLevel::kWarning);
 }
 
@@ -52,6 +54,7 @@ Environment AllSettings(const std::string& prefix) {
           {prefix + "CACHE_CAPACITY", "17"},        {prefix + "TIMELINE", "/tmp/t.json"},
           {prefix + "TIMELINE_MARK_CYCLES", "1"},   {prefix + "STALL_CHECK_TIME_SECONDS", "5.5"},
           {prefix + "STALL_CHECK_DISABLE", "true"}, {prefix + "STALL_SHUTDOWN_TIME_SECONDS", "30"},
+          {prefix + "PEER_TIMEOUT_SECONDS", "7.5"}, {prefix + "HIERARCHICAL_ALLREDUCE", "1"},
           {prefix + "LOG_LEVEL", "debug"}};
 }
 
@@ -64,6 +67,8 @@ void ExpectAllSettings(const Config& config) {
   EXPECT_EQ(config.stall_check_seconds, 5.5);
   EXPECT_TRUE(config.stall_check_disabled);
   EXPECT_EQ(config.stall_shutdown_seconds, 30.0);
+  EXPECT_EQ(config.peer_timeout_seconds, 7.5);
+  EXPECT_TRUE(config.hierarchical_allreduce);
   EXPECT_EQ(config.log_level, LogLevel::kDebug);
 }
 

@@ -203,6 +203,11 @@ class PretendCluster:
         program = [sys.executable, str(mpi_harness.SCRIPTS_DIR / script), *map(str, args)]
         return self.mpirun(program, num_ranks, timeout, env)
 
+    def kill_processes(self):
+        """Kills whatever still runs on any pretend host (a test that ended a job early)."""
+        for namespace in self.namespaces:
+            _kill_namespace_processes(namespace)
+
     def set_link(self, index, up):
         """Cuts (or restores) host `index`'s only link to the others."""
         _ip("link", "set", self.links[index], "up" if up else "down")
