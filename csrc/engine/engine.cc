@@ -34,7 +34,8 @@ Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
       mpi_(),
       logger_(config.log_level, mpi_.topology().rank),
       mpi_types_(),
-      mpi_backend_(mpi_.comm(), mpi_types_, config.chunk_bytes, config.shm_allreduce_min_ranks),
+      mpi_backend_(mpi_.comm(), mpi_types_, config.chunk_bytes, config.shm_allreduce_min_ranks,
+                   config.hierarchical_allreduce),
       handles_(handles),
       namer_(namer),
       controller_(
@@ -46,6 +47,10 @@ Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
     logger_.Log(LogLevel::kDebug, Describe(config_));
     if (mpi_backend_.shm_active()) {
       logger_.Log(LogLevel::kDebug, "allreduce pieces of 64 KiB or more go through shared memory");
+    }
+    if (mpi_backend_.hierarchical_active()) {
+      logger_.Log(LogLevel::kDebug,
+                  "hierarchical allreduce: shared memory within each host, MPI across hosts");
     }
   }
   if (!config_.timeline_path.empty() && topology().rank == 0) {

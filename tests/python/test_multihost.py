@@ -14,6 +14,7 @@ RUN_PY = pretend_cluster.mpi_harness.REPO_ROOT / "python" / "lockstep" / "run.py
 
 SLOTS = [2, 2, 1]
 SHM_ACTIVE = "go through shared memory"
+HIERARCHICAL_ACTIVE = "hierarchical allreduce: shared memory within each host, MPI across hosts"
 
 
 @pytest.fixture(scope="module")
@@ -64,3 +65,13 @@ def test_torch_demo_across_two_hosts(cluster, tmp_path):
     assert "epoch 1: loss" in run.stdout, run.describe()
     for host in cluster.hostnames[:2]:
         assert f"Data for node: {host}\tNum slots: 2\tMax slots: 0\tNum procs: 1" in run.stdout, run.describe()
+
+
+@pytest.mark.parametrize("switch", ["LOCKSTEP_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE"])
+def test_hierarchical_allreduce_matches_exactly(cluster, switch):
+    # The same exact-integer checks as the flat path, every dtype and op, large
+    # tensors in several chunks and fused bursts: shared memory within each host, MPI
+    # among the hosts' leaders (node3's single rank leads alone).
+    run = cluster.run_script("allreduce_all.py", timeout=240, env={"LOCKSTEP_LOG_LEVEL": "debug", switch: "1"})
+    run.assert_all_ranks_passed(5)
+    assert run.stderr.count(HIERARCHICAL_ACTIVE) == 5, run.describe()

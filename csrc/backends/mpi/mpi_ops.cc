@@ -76,12 +76,18 @@ class UnitType {
 
 }  // namespace
 
-MpiBackend::MpiBackend(MPI_Comm comm, const MpiTypes& types, int64_t shm_bytes, int shm_min_ranks)
+MpiBackend::MpiBackend(MPI_Comm comm, const MpiTypes& types, int64_t shm_bytes, int shm_min_ranks,
+                       bool hierarchical)
     : comm_(comm), types_(types), adasum_(comm) {
   MPI_Comm_size(comm_, &size_);
   if (shm_min_ranks > 0 && size_ >= shm_min_ranks && shm_bytes >= kShmMinBytes) {
     auto shm = std::make_unique<ShmAllreduce>(comm_, std::min(shm_bytes, kShmMaxBytes));
     if (shm->Usable()) shm_ = std::move(shm);
+  }
+  if (hierarchical && !shm_) {  // collective: every rank asks, or none does
+    auto h =
+        std::make_unique<HierarchicalAllreduce>(comm_, types_, std::min(shm_bytes, kShmMaxBytes));
+    if (h->Usable()) hierarchical_ = std::move(h);
   }
 }
 
@@ -93,6 +99,10 @@ void MpiBackend::Allreduce(const void* input, void* output, int64_t count, DataT
   const int64_t bytes = count * element;
   if (shm_ && bytes >= kShmMinBytes && bytes <= shm_->max_bytes()) {
     shm_->Run(input, output, count, dtype, op);
+    return;
+  }
+  if (hierarchical_ && bytes <= hierarchical_->max_bytes()) {
+    hierarchical_->Run(input, output, count, dtype, op);
     return;
   }
   for (int64_t done = 0; done < count;) {
