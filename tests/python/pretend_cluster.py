@@ -92,6 +92,8 @@ def _remove_tag(tag):
         name = line.split(":")[1].strip().split("@")[0]
         if name == f"lsb{tag}" or name.startswith(f"lsv{tag}h"):
             _ip("link", "delete", name, check=False)
+    for workdir in Path(tempfile.gettempdir()).glob(f"lockstep-cluster-{tag}-*"):
+        shutil.rmtree(workdir, ignore_errors=True)
     (MARKER_DIR / tag).unlink(missing_ok=True)
 
 
