@@ -42,7 +42,13 @@ Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
           mpi_.comm(), mpi_.topology(), config_, logger_,
           [this](std::chrono::microseconds timeout) { return queue_.WaitForWork(timeout); },
           mpi_.hostnames()),
-      runner_(mpi_.topology(), mpi_backend_, timeline_, config_.chunk_bytes) {
+      runner_(mpi_.topology(), mpi_backend_, timeline_, config_.chunk_bytes),
+      // A second past negotiation's own verdict, which names the ranks, comes first.
+      watchdog_(mpi_backend_.call_clock(),
+                config_.peer_timeout_seconds > 0
+                    ? PeerExchange::LongestWaitSeconds(config_.peer_timeout_seconds) + 1
+                    : 0,
+                config_.peer_timeout_seconds, logger_) {
   if (logger_.Enabled(LogLevel::kDebug)) {
     logger_.Log(LogLevel::kDebug, Describe(config_));
     if (mpi_backend_.shm_active()) {

@@ -16,6 +16,7 @@
 #include "backends/mpi/mpi_types.h"
 #include "common/config.h"
 #include "common/logging.h"
+#include "engine/collective_watchdog.h"
 #include "engine/handle_table.h"
 #include "engine/op_namer.h"
 #include "engine/op_runner.h"
@@ -70,6 +71,7 @@ class Engine {
   TensorQueue queue_;
   Controller controller_;
   OpRunner runner_;
+  CollectiveWatchdog watchdog_;  // destroyed before the backend it watches
 
   // Background-thread state.
   std::unordered_map<std::string, TensorEntry> pending_;

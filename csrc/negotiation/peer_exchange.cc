@@ -199,6 +199,10 @@ void PeerExchange::Complete(std::vector<Transfer>* transfers, int tag, bool idle
 // verdict (naming the ranks really gone) reaches them before they would blame rank 0.
 double PeerExchange::GraceSeconds() const { return std::clamp(timeout_seconds_ / 2, 1.0, 15.0); }
 
+double PeerExchange::LongestWaitSeconds(double timeout_seconds) {
+  return timeout_seconds > 0 ? timeout_seconds + std::clamp(timeout_seconds / 2, 1.0, 15.0) : 0;
+}
+
 Clock::duration PeerExchange::Timeout() const {
   double seconds = timeout_seconds_ + (rank_ != 0 ? GraceSeconds() : 0.0);
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));

@@ -45,6 +45,10 @@ class PeerExchange {
   // Every rank gets rank 0's bytes.
   Bytes BroadcastFromRoot(Bytes bytes);
 
+  // The longest any rank waits for another before giving up (rank 0's timeout plus
+  // the others' grace); 0 when the timeout is 0 (never).
+  static double LongestWaitSeconds(double timeout_seconds);
+
   // "ranks 2, 3 on node2; rank 4 on node3": for messages.
   std::string DescribeRanks(const std::vector<int>& ranks) const;
 

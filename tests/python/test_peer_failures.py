@@ -74,17 +74,23 @@ class LiveJob:
         self.process.wait(timeout=30)
 
 
+def start_job(cluster, tmp_path, *args):
+    """peer_loss.py on 5 ranks; returns the job, its go file and {rank: pid} once all are ready."""
+    go_file = tmp_path / "go"
+    program = [sys.executable, str(pretend_cluster.mpi_harness.SCRIPTS_DIR / "peer_loss.py"), *args]
+    job = LiveJob(cluster.mpirun_command(program, RANKS),
+                  {"LOCKSTEP_PEER_TIMEOUT_SECONDS": str(TIMEOUT), "LOCKSTEP_TEST_GO_FILE": str(go_file)})
+    ready = job.wait_for(r"rank (?P<rank>\d+): ready pid (?P<pid>\d+)", RANKS, timeout=120)
+    assert len(ready) == RANKS, job.output()
+    return job, go_file, {rank: int(found[1].group("pid")) for rank, found in ready.items()}
+
+
 def run_fault(cluster, tmp_path, victims, apply_fault, recover=lambda: None):
     """Starts the job, applies the fault to the victims once all ranks idle, and returns
     {rank: (seconds after the fault, message)} for the ranks that report it."""
-    go_file = tmp_path / "go"
-    program = [sys.executable, str(pretend_cluster.mpi_harness.SCRIPTS_DIR / "peer_loss.py")]
-    job = LiveJob(cluster.mpirun_command(program, RANKS),
-                  {"LOCKSTEP_PEER_TIMEOUT_SECONDS": str(TIMEOUT), "LOCKSTEP_TEST_GO_FILE": str(go_file)})
+    job, go_file, pids = start_job(cluster, tmp_path)
     try:
-        ready = job.wait_for(r"rank (?P<rank>\d+): ready pid (?P<pid>\d+)", RANKS, timeout=120)
-        assert len(ready) == RANKS, job.output()
-        apply_fault({rank: int(ready[rank][1].group("pid")) for rank in victims})
+        apply_fault({rank: pids[rank] for rank in victims})
         fault_at = time.monotonic()
         go_file.touch()
         survivors = [rank for rank in range(RANKS) if rank not in victims]
@@ -131,6 +137,28 @@ def test_cut_link_is_named_on_every_other_rank(cluster, tmp_path):
 def test_frozen_coordinator_is_named(cluster, tmp_path):
     reports, job = run_fault(cluster, tmp_path, [0], freeze)
     assert_reported(reports, job, "rank 0 on node1 did not respond within 4 s (LOCKSTEP_PEER_TIMEOUT_SECONDS) (rank 0 coordinates")
+
+
+def test_rank_frozen_inside_data_collectives_ends_the_job(cluster, tmp_path):
+    # Frozen while every rank runs 4 MiB allreduces: the others are then most likely
+    # inside a blocking data collective, which the watchdog ends with MPI_Abort; if
+    # they were negotiating, they name the rank instead. Either way: no hang.
+    job, go_file, pids = start_job(cluster, tmp_path, "large")
+    try:
+        go_file.touch()
+        time.sleep(1.5)
+        os.kill(pids[2], signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        job.process.wait(timeout=LIMIT + 30)
+        ended_after = time.monotonic() - frozen_at
+    finally:
+        job.stop()
+        cluster.kill_processes()
+    output = job.output()
+    assert job.process.returncode != 0, output
+    assert ("a collective has waited" in output and "Ending the job with MPI_Abort" in output
+            or "rank 2 on node2 did not respond within 4 s" in output), output
+    assert ended_after <= LIMIT + 10, f"the job ended {ended_after:.1f} s after the freeze\n{output}"
 
 
 def test_killed_rank_ends_the_job(cluster):

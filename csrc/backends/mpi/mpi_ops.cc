@@ -93,6 +93,7 @@ MpiBackend::MpiBackend(MPI_Comm comm, const MpiTypes& types, int64_t shm_bytes, 
 
 void MpiBackend::Allreduce(const void* input, void* output, int64_t count, DataType dtype,
                            ReduceOp op) {
+  CallClock::Scope timed(call_clock_);
   auto in = static_cast<const char*>(input);
   auto out = static_cast<char*>(output);
   const int64_t element = DataTypeSize(dtype);
@@ -117,6 +118,7 @@ void MpiBackend::Allreduce(const void* input, void* output, int64_t count, DataT
 
 void MpiBackend::Allgatherv(const void* input, void* output,
                             const std::vector<int64_t>& bytes_per_rank) {
+  CallClock::Scope timed(call_clock_);
   int64_t unit = CommonUnit(bytes_per_rank, {});
   UnitType type(unit);
   ByteLayout layout = MakeLayout(bytes_per_rank, unit, type.get());
@@ -128,6 +130,7 @@ void MpiBackend::Allgatherv(const void* input, void* output,
 }
 
 void MpiBackend::Broadcast(void* buffer, int64_t bytes, int root_rank) {
+  CallClock::Scope timed(call_clock_);
   auto data = static_cast<char*>(buffer);
   for (int64_t done = 0; done < bytes;) {
     int64_t piece = std::min(bytes - done, kMaxCount);
@@ -138,6 +141,7 @@ void MpiBackend::Broadcast(void* buffer, int64_t bytes, int root_rank) {
 
 void MpiBackend::Alltoallv(const void* input, const std::vector<int64_t>& send_bytes, void* output,
                            const std::vector<int64_t>& recv_bytes) {
+  CallClock::Scope timed(call_clock_);
   int64_t unit = CommonUnit(send_bytes, recv_bytes);
   UnitType type(unit);
   ByteLayout send = MakeLayout(send_bytes, unit, type.get());
@@ -149,6 +153,7 @@ void MpiBackend::Alltoallv(const void* input, const std::vector<int64_t>& send_b
 
 void MpiBackend::ReduceScatter(const void* input, void* output, const std::vector<int64_t>& counts,
                                DataType dtype, ReduceOp op) {
+  CallClock::Scope timed(call_clock_);
   std::vector<int> int_counts;
   int64_t total = 0;
   for (int64_t c : counts) {
@@ -161,9 +166,13 @@ void MpiBackend::ReduceScatter(const void* input, void* output, const std::vecto
         "MPI_Reduce_scatter");
 }
 
-void MpiBackend::Barrier() { Check(MPI_Barrier(comm_), "MPI_Barrier"); }
+void MpiBackend::Barrier() {
+  CallClock::Scope timed(call_clock_);
+  Check(MPI_Barrier(comm_), "MPI_Barrier");
+}
 
 void MpiBackend::Adasum(void* buffer, const std::vector<int64_t>& counts, DataType dtype) {
+  CallClock::Scope timed(call_clock_);
   adasum_.Allreduce(buffer, counts, dtype);
 }
 

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "backends/backend.h"
+#include "backends/call_clock.h"
 #include "backends/mpi/adasum_mpi.h"
 #include "backends/mpi/hierarchical_allreduce.h"
 #include "backends/mpi/mpi_types.h"
@@ -28,6 +29,8 @@ class MpiBackend : public Backend {
   static constexpr int64_t kShmMaxBytes = 8 * 1024 * 1024;
   bool shm_active() const { return shm_ != nullptr; }
   bool hierarchical_active() const { return hierarchical_ != nullptr; }
+  // How long the collective now running has lasted, for the engine's watchdog.
+  const CallClock& call_clock() const { return call_clock_; }
   const char* name() const override { return "MPI"; }
 
   void Allreduce(const void* input, void* output, int64_t count, DataType dtype,
@@ -49,6 +52,7 @@ class MpiBackend : public Backend {
   std::unique_ptr<ShmAllreduce> shm_;                    // null unless usable
   std::unique_ptr<HierarchicalAllreduce> hierarchical_;  // null unless asked for and usable
   AdasumMpi adasum_;
+  CallClock call_clock_;
 };
 
 }  // namespace lockstep
