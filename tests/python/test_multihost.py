@@ -12,18 +12,8 @@ import pretend_cluster
 
 RUN_PY = pretend_cluster.mpi_harness.REPO_ROOT / "python" / "lockstep" / "run.py"
 
-SLOTS = [2, 2, 1]
 SHM_ACTIVE = "go through shared memory"
 HIERARCHICAL_ACTIVE = "hierarchical allreduce: shared memory within each host, MPI across hosts"
-
-
-@pytest.fixture(scope="module")
-def cluster(built_extension):
-    reason = pretend_cluster.unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    with pretend_cluster.PretendCluster(SLOTS) as made:
-        yield made
 
 
 def hosts_by_rank(cluster):

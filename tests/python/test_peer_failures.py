@@ -3,7 +3,8 @@
 A frozen host (SIGSTOP) or a cut link (veth down) must give every rank that is left
 an AbortedError naming the unresponsive ranks and their host within
 LOCKSTEP_PEER_TIMEOUT_SECONDS (plus rank 0's verdict time and scheduling slack), not
-a hang; a killed rank ends the job.
+a hang. A rank frozen inside a data collective ends the job through the collective
+watchdog; a killed rank ends the job.
 """
 
 import os
@@ -14,8 +15,6 @@ import sys
 import threading
 import time
 
-import pytest
-
 import pretend_cluster
 
 TIMEOUT = 4  # LOCKSTEP_PEER_TIMEOUT_SECONDS in these jobs
@@ -23,15 +22,6 @@ TIMEOUT = 4  # LOCKSTEP_PEER_TIMEOUT_SECONDS in these jobs
 # rest is scheduling on a loaded 2-core machine.
 LIMIT = TIMEOUT + 2 + 8
 RANKS = 5
-
-
-@pytest.fixture(scope="module")
-def cluster(built_extension):
-    reason = pretend_cluster.unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    with pretend_cluster.PretendCluster([2, 2, 1]) as made:
-        yield made
 
 
 class LiveJob:
