@@ -28,7 +28,7 @@ JOBS ?= 2
 FRAMEWORK ?= torch
 DEMO_ARGS ?=
 APT_PACKAGES := openmpi-bin libopenmpi-dev dataset-fashion-mnist libgtest-dev cmake g++ make \
-                clang-format python3-dev clang libclang-rt-14-dev
+                clang-format python3-dev clang libclang-rt-14-dev iproute2
 CPP_DIRS := csrc include tests/cpp tests/fuzz tests/stress cmake
 
 # Stamps inside .venv, so deleting the venv also forgets what was installed into it.

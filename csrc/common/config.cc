@@ -172,6 +172,12 @@ Config ParseConfig(const Lookup& lookup) {
   if (auto s = FindSetting(lookup, "STALL_SHUTDOWN_TIME_SECONDS")) {
     config.stall_shutdown_seconds = ReadSeconds(*s);
   }
+  if (auto s = FindSetting(lookup, "PEER_TIMEOUT_SECONDS")) {
+    config.peer_timeout_seconds = ReadSeconds(*s);
+  }
+  if (auto s = FindSetting(lookup, "HIERARCHICAL_ALLREDUCE")) {
+    config.hierarchical_allreduce = ReadBool(*s);
+  }
   if (auto s = FindSetting(lookup, "LOG_LEVEL")) config.log_level = ReadLogLevel(*s);
   ParseAutotune(lookup, &config);
   return config;
@@ -201,6 +207,13 @@ std::string Describe(const Config& config) {
   } else {
     out << config.stall_shutdown_seconds << "s";
   }
+  out << " peer_timeout=";
+  if (config.peer_timeout_seconds == 0) {
+    out << "never";
+  } else {
+    out << config.peer_timeout_seconds << "s";
+  }
+  out << " hierarchical_allreduce=" << (config.hierarchical_allreduce ? "on" : "off");
   out << " log_level=" << LogLevelName(config.log_level)
       << " autotune=" << (config.autotune ? "on" : "off");
   return out.str();

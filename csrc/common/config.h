@@ -32,6 +32,12 @@ struct Config {
   double stall_check_seconds = 60.0;  // 0 or stall_check_disabled: no stall warnings
   bool stall_check_disabled = false;
   double stall_shutdown_seconds = 0.0;  // 0: never fail stalled ops
+  // How long negotiation waits for another rank before naming it unresponsive (frozen,
+  // cut off) and stopping with an error on every rank that is left; 0: forever.
+  double peer_timeout_seconds = 60.0;
+  // Allreduce in three steps when ranks span hosts: within each host through shared
+  // memory, across hosts among one leader per host, then back within each host.
+  bool hierarchical_allreduce = false;
   LogLevel log_level = LogLevel::kWarning;
 
   // LOCKSTEP_AUTOTUNE: tune fusion threshold, chunk size, cycle time and the

@@ -55,13 +55,21 @@ Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
       mpi_(),
       logger_(config.log_level, mpi_.topology().rank),
       mpi_types_(),
-      mpi_backend_(mpi_.comm(), mpi_types_, ShmWindowBytes(config), ShmMinRanks(config)),
+      mpi_backend_(mpi_.comm(), mpi_types_, ShmWindowBytes(config), ShmMinRanks(config),
+                   config.hierarchical_allreduce),
       handles_(handles),
       namer_(namer),
       controller_(
           mpi_.comm(), mpi_.topology(), config_, logger_,
-          [this](std::chrono::microseconds timeout) { return queue_.WaitForWork(timeout); }),
-      runner_(mpi_.topology(), mpi_backend_, timeline_, config_.chunk_bytes) {
+          [this](std::chrono::microseconds timeout) { return queue_.WaitForWork(timeout); },
+          mpi_.hostnames()),
+      runner_(mpi_.topology(), mpi_backend_, timeline_, config_.chunk_bytes),
+      // A second past negotiation's own verdict, which names the ranks, comes first.
+      watchdog_(mpi_backend_.call_clock(),
+                config_.peer_timeout_seconds > 0
+                    ? PeerExchange::LongestWaitSeconds(config_.peer_timeout_seconds) + 1
+                    : 0,
+                config_.peer_timeout_seconds, logger_) {
   gpu_unavailable_ = GpuUnavailableReason();
   if (config_.autotune) {
     // Start from what the job would run with untuned.
@@ -77,6 +85,10 @@ Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
     logger_.Log(LogLevel::kDebug, Describe(config_));
     if (mpi_backend_.shm_active()) {
       logger_.Log(LogLevel::kDebug, "allreduce pieces of 64 KiB or more go through shared memory");
+    }
+    if (mpi_backend_.hierarchical_active()) {
+      logger_.Log(LogLevel::kDebug,
+                  "hierarchical allreduce: shared memory within each host, MPI across hosts");
     }
   }
   if (!config_.timeline_path.empty() && topology().rank == 0) {
@@ -149,6 +161,10 @@ void Engine::Loop() {
       }
       UpdateBackoff(progress, result);
     }
+  } catch (const PeerTimeout& e) {
+    MarkPeersLost();  // a collective MPI_Finalize would wait for them forever
+    reason = std::string("lockstep stopped: ") + e.what();
+    logger_.Log(LogLevel::kError, reason);
   } catch (const std::exception& e) {
     reason = std::string("lockstep's background thread stopped: ") + e.what();
     logger_.Log(LogLevel::kError, reason);

@@ -17,6 +17,7 @@
 #include "common/config.h"
 #include "common/logging.h"
 #include "engine/autotune_driver.h"
+#include "engine/collective_watchdog.h"
 #include "engine/handle_table.h"
 #include "engine/op_namer.h"
 #include "engine/op_runner.h"
@@ -75,6 +76,7 @@ class Engine {
   TensorQueue queue_;
   Controller controller_;
   OpRunner runner_;
+  CollectiveWatchdog watchdog_;  // destroyed before the backend it watches
 
   // Background-thread state.
   std::unordered_map<std::string, TensorEntry> pending_;

@@ -1,33 +1,9 @@
 #include "negotiation/controller.h"
 
-#include <thread>
-
 #include "wire/cycle_bits.h"
 
 namespace lockstep {
 namespace {
-
-void CheckMpi(int rc, const char* what) {
-  if (rc != MPI_SUCCESS) throw Error(std::string("negotiation failed in ") + what);
-}
-
-void PollWithGrowingSleeps(MPI_Request* request) {
-  using namespace std::chrono;
-  const auto spin_until = steady_clock::now() + microseconds(20);
-  int done = 0;
-  while (true) {
-    CheckMpi(MPI_Test(request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    if (done) return;
-    if (steady_clock::now() >= spin_until) break;
-  }
-  auto pause = microseconds(5);
-  while (true) {
-    std::this_thread::sleep_for(pause);
-    CheckMpi(MPI_Test(request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    if (done) return;
-    pause = std::min(pause * 2, microseconds(100));
-  }
-}
 
 bool TestBit(const std::vector<uint64_t>& words, int32_t id) {
   return (words[id / 64] >> (id % 64)) & 1u;
@@ -47,12 +23,12 @@ void ForEachSetBit(const std::vector<uint64_t>& words, Visit visit) {
 }  // namespace
 
 Controller::Controller(MPI_Comm comm, const Topology& topology, const Config& config,
-                       const Logger& logger, IdleWait idle_wait)
-    : comm_(comm),
-      topology_(topology),
+                       const Logger& logger, IdleWait idle_wait, std::vector<std::string> hostnames)
+    : topology_(topology),
       logger_(logger),
-      idle_wait_(std::move(idle_wait)),
-      idle_poll_cap_(std::max<int64_t>(50, static_cast<int64_t>(config.cycle_time_ms * 1000))),
+      exchange_(comm, std::move(hostnames), config.peer_timeout_seconds, std::move(idle_wait),
+                std::chrono::microseconds(
+                    std::max<int64_t>(50, static_cast<int64_t>(config.cycle_time_ms * 1000)))),
       cache_(config.cache_capacity),
       stall_inspector_(config, logger) {
   if (topology_.rank == 0) {
@@ -128,36 +104,13 @@ Controller::Flags Controller::ExchangeBits(bool shutdown_requested, bool joined,
   }
   std::vector<uint64_t> vec = EncodeCycleBits(cache_.capacity(), local);
 
-  MPI_Request request;
-  CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, vec.data(), static_cast<int>(vec.size()), MPI_UINT64_T,
-                          MPI_BAND, comm_, &request),
-           "MPI_Iallreduce");
-  WaitForOthers(&request, has_pending);
+  exchange_.AndAcrossRanks(&vec, /*idle=*/!has_pending);
 
   CycleBitsSummary summary = DecodeCycleBits(vec, cache_.capacity());
   *ready = std::move(summary.ready);
   *partial = std::move(summary.partial);
   return Flags{summary.all_pending, summary.any_pending, summary.need_full_round, summary.shutdown,
                summary.any_joined};
-}
-
-// Ranks reach the cycle's collective at different times. Spinning in MPI would steal
-// the core a training thread needs, so after a short spin the wait polls with growing
-// sleeps. While this rank has no work, nothing of its own rides on the cycle: it polls
-// coarsely (up to cycle_time) until local work arrives, which otherwise woke the
-// thread, and the core it shares, dozens of times per training step.
-void Controller::WaitForOthers(MPI_Request* request, bool has_pending) {
-  if (!has_pending) {
-    int done = 0;
-    auto pause = std::chrono::microseconds(50);
-    while (true) {
-      CheckMpi(MPI_Test(request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-      if (done) return;
-      if (idle_wait_(pause)) break;  // local work: from now on, latency counts
-      pause = std::min(pause * 2, idle_poll_cap_);
-    }
-  }
-  PollWithGrowingSleeps(request);
 }
 
 void Controller::TakeReadyFromCache(const std::vector<uint64_t>& ready,
@@ -195,37 +148,15 @@ ResponseList Controller::FullRound() {
   for (const auto& [id, request] : cached_pending_) mine.pending_cache_ids.push_back(id);
   std::vector<uint8_t> bytes = SerializeRequestList(mine);
 
-  const int n = topology_.size;
-  const bool root = topology_.rank == 0;
-  int length = static_cast<int>(bytes.size());
-  std::vector<int> lengths(root ? n : 0), offsets(root ? n : 0);
-  CheckMpi(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm_), "MPI_Gather");
-  std::vector<uint8_t> gathered;
-  if (root) {
-    int total = 0;
-    for (int r = 0; r < n; ++r) {
-      offsets[r] = total;
-      total += lengths[r];
-    }
-    gathered.resize(total);
-  }
-  CheckMpi(MPI_Gatherv(bytes.data(), length, MPI_BYTE, gathered.data(), lengths.data(),
-                       offsets.data(), MPI_BYTE, 0, comm_),
-           "MPI_Gatherv");
-
+  std::vector<std::vector<uint8_t>> gathered = exchange_.GatherAtRoot(std::move(bytes));
   std::vector<uint8_t> reply;
-  if (root) {
+  if (topology_.rank == 0) {
     std::vector<RequestList> lists;
-    for (int r = 0; r < n; ++r) {
-      lists.push_back(ParseRequestList(gathered.data() + offsets[r], lengths[r]));
-    }
+    for (const auto& list : gathered) lists.push_back(ParseRequestList(list.data(), list.size()));
     reply =
         SerializeResponseList(coordinator_->Process(lists, cache_, partial_since_, Clock::now()));
   }
-  int reply_length = static_cast<int>(reply.size());
-  CheckMpi(MPI_Bcast(&reply_length, 1, MPI_INT, 0, comm_), "MPI_Bcast");
-  reply.resize(reply_length);
-  CheckMpi(MPI_Bcast(reply.data(), reply_length, MPI_BYTE, 0, comm_), "MPI_Bcast");
+  reply = exchange_.BroadcastFromRoot(std::move(reply));
   return ParseResponseList(reply.data(), reply.size());
 }
 

@@ -15,6 +15,7 @@
 #include "common/logging.h"
 #include "lockstep/lockstep.h"
 #include "negotiation/coordinator.h"
+#include "negotiation/peer_exchange.h"
 #include "negotiation/response_cache.h"
 #include "negotiation/stall_inspector.h"
 #include "wire/message.h"
@@ -37,8 +38,9 @@ class Controller {
   // arrives: how the controller waits for other ranks while its own rank is idle.
   using IdleWait = std::function<bool(std::chrono::microseconds)>;
 
+  // hostnames[r] is rank r's host, for naming ranks that stop responding.
   Controller(MPI_Comm comm, const Topology& topology, const Config& config, const Logger& logger,
-             IdleWait idle_wait);
+             IdleWait idle_wait, std::vector<std::string> hostnames);
 
   // Files new local requests for the next cycle: one cache bit each when the cache
   // knows them exactly, otherwise full requests. A group goes one way as a whole, so
@@ -60,13 +62,10 @@ class Controller {
   void ResendInFull(int32_t cache_id);
   bool StallCheckDue();
   int32_t CacheHit(const Request& request) const;  // slot id, or -1
-  void WaitForOthers(MPI_Request* request, bool has_pending);
 
-  MPI_Comm comm_;
   Topology topology_;
   const Logger& logger_;
-  IdleWait idle_wait_;
-  std::chrono::microseconds idle_poll_cap_;
+  PeerExchange exchange_;  // every message between ranks, bounded by the peer timeout
   ResponseCache cache_;
   StallInspector stall_inspector_;
   std::unique_ptr<Coordinator> coordinator_;   // rank 0 only

@@ -2,6 +2,8 @@
 
     lockstep-run -np 4 python train.py
     lockstep-run -np 8 -H node1:4,node2:4 --fusion-threshold-mb 32 python train.py
+    lockstep-run --hostfile hosts.txt --network-interface eth1 python train.py
+    lockstep-run python train.py              # inside a Slurm allocation: its nodes
     lockstep-run --check-build
 
 The launcher only assembles an mpirun command line (translating its options into
@@ -19,6 +21,14 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
+
+if __package__:
+    from . import run_hosts
+else:  # run or loaded as a file: take the parser beside it, not an installed lockstep's
+    _spec = importlib.util.spec_from_file_location(
+        "lockstep_run_hosts", os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_hosts.py"))
+    run_hosts = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(run_hosts)
 
 # Environment variables every rank needs to find the same interpreter and libraries.
 FORWARDED_VARIABLES = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV")
@@ -45,9 +55,21 @@ def make_parser():
         description="Run a lockstep training script on several processes with mpirun.",
         epilog="Example: lockstep-run -np 2 python examples/numpy_fashion_mnist.py")
     parser.add_argument("-np", "--num-proc", dest="num_proc", type=int,
-                        help="number of processes (ranks) to start")
+                        help="number of processes (ranks) to start (default: every slot of "
+                        "the hosts given or of the Slurm allocation)")
     parser.add_argument("-H", "--hosts", help="hosts and slots, e.g. node1:4,node2:4 "
-                        "(default: all ranks on this machine)")
+                        "(default: the Slurm allocation's nodes, else this machine)")
+    parser.add_argument("--hostfile", metavar="FILE",
+                        help="hosts and slots, one `host slots=N` a line (Horovod's and "
+                        "Open MPI's syntax)")
+    parser.add_argument("--network-interface", metavar="IF[,IF]",
+                        help="interfaces (names or CIDR subnets) MPI may use between hosts, "
+                        "e.g. eth1 or 10.0.0.0/24")
+    parser.add_argument("--launcher", choices=("mpirun", "srun"), default="mpirun",
+                        help="start ranks with mpirun (default) or, inside a Slurm "
+                        "allocation, with srun")
+    parser.add_argument("--no-slurm", action="store_true",
+                        help="ignore a Slurm allocation: run on -H/--hostfile or this machine")
     parser.add_argument("--timeline", metavar="PATH",
                         help="write a Chrome-trace timeline of collectives to PATH")
     parser.add_argument("--timeline-mark-cycles", action="store_true",
@@ -79,10 +101,19 @@ def parse_args(argv):
     return args
 
 
-def validate(args):
+def validate(args, env=None):
+    env = os.environ if env is None else env
+    if args.hosts and args.hostfile:
+        raise LaunchError("give either -H or --hostfile, not both")
+    if args.launcher == "srun" and not run_hosts.in_slurm_allocation(env):
+        raise LaunchError("--launcher srun needs a Slurm allocation (SLURM_JOB_ID and "
+                          "SLURM_JOB_NODELIST are not set)")
+    if args.launcher == "srun" and (args.hosts or args.hostfile):
+        raise LaunchError("--launcher srun places ranks on the allocation's nodes: drop -H/--hostfile")
     if args.num_proc is None:
-        raise LaunchError("-np is required: how many processes to start")
-    if args.num_proc < 1:
+        if not (args.hosts or args.hostfile or uses_slurm(args, env)):
+            raise LaunchError("-np is required: how many processes to start")
+    elif args.num_proc < 1:
         raise LaunchError(f"-np must be at least 1, got {args.num_proc}")
     if not args.command:
         raise LaunchError("no command given: e.g. lockstep-run -np 2 python train.py")
@@ -112,20 +143,29 @@ def settings_from_options(args):
     return settings
 
 
-def parse_hosts(hosts):
-    """Total slots in "host1:4,host2:2"; a host without ":N" counts as one slot."""
-    total = 0
-    for entry in hosts.split(","):
-        name, _, slots = entry.strip().partition(":")
-        if not name:
-            raise LaunchError(f"bad -H entry {entry!r}: expected host or host:slots")
-        if not slots:
-            total += 1
-            continue
-        if not slots.isdigit() or int(slots) < 1:
-            raise LaunchError(f"bad slot count in -H entry {entry!r}: expected host:N, N >= 1")
-        total += int(slots)
-    return total
+def uses_slurm(args, env):
+    """A Slurm allocation decides the hosts unless -H, --hostfile or --no-slurm say otherwise."""
+    return (not (args.hosts or args.hostfile or args.no_slurm)
+            and run_hosts.in_slurm_allocation(env))
+
+
+def resolve_hosts(args, env):
+    """[(host, slots)] from -H, --hostfile or Slurm; None for this machine alone."""
+    try:
+        if args.hosts:
+            return run_hosts.parse_host_list(args.hosts)
+        if args.hostfile:
+            try:
+                with open(args.hostfile) as hostfile:
+                    text = hostfile.read()
+            except OSError as error:
+                raise LaunchError(f"cannot read --hostfile {args.hostfile}: {error.strerror}")
+            return run_hosts.parse_hostfile(text, args.hostfile)
+        if uses_slurm(args, env):
+            return run_hosts.slurm_hosts(env)
+    except run_hosts.HostsError as error:
+        raise LaunchError(str(error))
+    return None
 
 
 def usable_cores():
@@ -143,7 +183,7 @@ def usable_cores():
     return max(1, len(cores))
 
 
-def binding_options(args, core_count):
+def binding_options(args, core_count, num_proc, multi_host):
     """Where the ranks may run.
 
     On one host with a core or more per rank, each rank is bound to its own equal share
@@ -156,14 +196,19 @@ def binding_options(args, core_count):
     """
     if "--bind-to" in args.mpi_args or "--map-by" in args.mpi_args:
         return []
-    if args.hosts or args.num_proc > core_count:
+    if multi_host or num_proc > core_count:
         return ["--bind-to", "none", "--map-by", "slot"]
-    return ["--map-by", f"slot:PE={core_count // args.num_proc}", "--bind-to", "core"]
+    return ["--map-by", f"slot:PE={core_count // num_proc}", "--bind-to", "core"]
 
 
-def needs_oversubscribe(args, core_count):
-    slots = parse_hosts(args.hosts) if args.hosts else core_count
-    return args.num_proc > slots
+def interface_settings(args):
+    """Open MPI's MCA settings that keep its TCP traffic (daemons and data) on the given
+    interfaces: hosts often have several networks, and picking one the others cannot
+    reach hangs the job at start-up."""
+    if not args.network_interface:
+        return {}
+    value = ",".join(part.strip() for part in args.network_interface.split(",") if part.strip())
+    return {"btl_tcp_if_include": value, "oob_tcp_if_include": value}
 
 
 def forwarded_variables(env):
@@ -179,20 +224,40 @@ def build_mpirun_command(args, env, core_count=None, euid=None, mpirun="mpirun")
     launch_env = dict(env)
     launch_env.update(settings)
 
-    command = [mpirun, "-np", str(args.num_proc)]
+    hosts = resolve_hosts(args, env)
+    num_proc = args.num_proc or sum(slots for _, slots in hosts)
+    if args.launcher == "srun":
+        return srun_command(args, launch_env, settings, num_proc)
+
+    command = [mpirun, "-np", str(num_proc)]
     if euid == 0:
         command.append("--allow-run-as-root")
-    if args.hosts:
-        command += ["-H", args.hosts]
-    if needs_oversubscribe(args, core_count):
+    if hosts:
+        command += ["-H", run_hosts.format_host_list(hosts)]
+    slots = sum(count for _, count in hosts) if hosts else core_count
+    if num_proc > slots:
         command.append("--oversubscribe")
-    command += binding_options(args, core_count)
+    command += binding_options(args, core_count, num_proc, multi_host=bool(hosts))
     # Busy-polling MPI would starve compute when threads share cores.
-    command += ["--mca", "mpi_yield_when_idle", "1"]
+    mca = {"mpi_yield_when_idle": "1", **interface_settings(args)}
+    for key, value in mca.items():
+        command += ["--mca", key, value]
     for name in forwarded_variables(launch_env):
         command += ["-x", name]
     command += shlex.split(args.mpi_args)
     command += args.command
+    return Launch(command=command, env=launch_env, settings=settings)
+
+
+def srun_command(args, launch_env, settings, num_proc):
+    """srun inside a Slurm allocation: Slurm places the ranks and passes the whole
+    environment on, so MCA settings travel as OMPI_MCA_* variables."""
+    mca = {"mpi_yield_when_idle": "1", **interface_settings(args)}
+    for key, value in mca.items():
+        settings[f"OMPI_MCA_{key}"] = value
+    launch_env.update(settings)
+    command = ["srun", "--ntasks", str(num_proc), "--kill-on-bad-exit=1"]
+    command += shlex.split(args.mpi_args) + args.command
     return Launch(command=command, env=launch_env, settings=settings)
 
 
@@ -202,8 +267,10 @@ def shell_line(launch):
     return " ".join(assignments + [shlex.quote(part) for part in launch.command])
 
 
-def find_mpirun(env):
-    path = shutil.which("mpirun", path=env.get("PATH", os.defpath))
+def find_launcher(args, env):
+    path = shutil.which(args.launcher, path=env.get("PATH", os.defpath))
+    if path is None and args.launcher == "srun":
+        raise LaunchError("srun not found on PATH: --launcher srun needs Slurm's client tools")
     if path is None:
         raise LaunchError("mpirun not found on PATH: install Open MPI "
                           "(Debian/Ubuntu: apt-get install openmpi-bin libopenmpi-dev)")
@@ -215,12 +282,12 @@ def run(argv):
     if args.check_build:
         print(build_report())
         return 0
-    validate(args)
     env = dict(os.environ)
+    validate(args, env)
     if args.dry_run:
         print(shell_line(build_mpirun_command(args, env)))
         return 0
-    launch = build_mpirun_command(args, env, mpirun=find_mpirun(env))
+    launch = build_mpirun_command(args, env, mpirun=find_launcher(args, env))
     if args.verbose:
         print(shell_line(launch), file=sys.stderr, flush=True)
     # exec, not a child process: mpirun then owns the terminal's Ctrl-C and our exit code.

@@ -44,6 +44,8 @@ TEST(ConfigTest, DefaultsWhenNothingIsSet) {
   EXPECT_EQ(config.stall_check_seconds, 60.0);
   EXPECT_FALSE(config.stall_check_disabled);
   EXPECT_EQ(config.stall_shutdown_seconds, 0.0);
+  EXPECT_EQ(config.peer_timeout_seconds, 60.0);
+  EXPECT_FALSE(config.hierarchical_allreduce);
   EXPECT_EQ(config.log_level, LogLevel::kWarning);
   EXPECT_FALSE(config.autotune);
   EXPECT_EQ(config.autotune_warmup_windows, 3);
@@ -67,6 +69,8 @@ Environment AllSettings(const std::string& prefix) {
           {prefix + "STALL_CHECK_TIME_SECONDS", "5.5"},
           {prefix + "STALL_CHECK_DISABLE", "true"},
           {prefix + "STALL_SHUTDOWN_TIME_SECONDS", "30"},
+          {prefix + "PEER_TIMEOUT_SECONDS", "7.5"},
+          {prefix + "HIERARCHICAL_ALLREDUCE", "1"},
           {prefix + "LOG_LEVEL", "debug"},
           {prefix + "AUTOTUNE", "1"},
           {prefix + "AUTOTUNE_LOG", "/tmp/tune.csv"},
@@ -83,6 +87,8 @@ void ExpectAllSettings(const Config& config) {
   EXPECT_EQ(config.stall_check_seconds, 5.5);
   EXPECT_TRUE(config.stall_check_disabled);
   EXPECT_EQ(config.stall_shutdown_seconds, 30.0);
+  EXPECT_EQ(config.peer_timeout_seconds, 7.5);
+  EXPECT_TRUE(config.hierarchical_allreduce);
   EXPECT_EQ(config.log_level, LogLevel::kDebug);
   EXPECT_TRUE(config.autotune);
   EXPECT_EQ(config.autotune_log, "/tmp/tune.csv");

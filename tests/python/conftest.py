@@ -24,6 +24,20 @@ def built_extension():
                    "-DPython_EXECUTABLE=$PWD/.venv/bin/python && cmake --build build -j2` first")
 
 
+@pytest.fixture(scope="module")
+def cluster(built_extension):
+    """A pretend cluster (tests/python/pretend_cluster.py): hosts node1, node2, node3 with
+    2, 2 and 1 slots, made per test module; skipped, with the reason, where network
+    namespaces cannot be made (not root, no `ip`)."""
+    import pretend_cluster
+
+    reason = pretend_cluster.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    with pretend_cluster.PretendCluster([2, 2, 1]) as made:
+        yield made
+
+
 @pytest.fixture(params=[2, 3], ids=lambda n: f"np{n}")
 def num_ranks(request, built_extension):
     """Rank counts for multi-rank tests: 2, and 3 (more ranks than this CI's cores)."""

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace lockstep {
@@ -10,6 +12,7 @@ namespace {
 
 bool g_lockstep_initialized_mpi = false;  // MPI itself is process-wide state.
 pid_t g_mpi_owner_pid = 0;                // a forked child must not finalize its parent's MPI
+std::atomic<bool> g_peers_lost{false};
 
 void InitializeMpi(int* thread_level) {
   int already = 0;
@@ -57,6 +60,20 @@ MpiContext::MpiContext() {
   MPI_Comm_size(cross, &topology_.cross_size);
   MPI_Comm_free(&local);
   MPI_Comm_free(&cross);
+  GatherHostnames();
+}
+
+void MpiContext::GatherHostnames() {
+  char mine[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  MPI_Get_processor_name(mine, &length);
+  std::vector<char> all(static_cast<size_t>(MPI_MAX_PROCESSOR_NAME) * topology_.size);
+  MPI_Allgather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME,
+                MPI_CHAR, comm_);
+  for (int r = 0; r < topology_.size; ++r) {
+    const char* name = all.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
+    hostnames_.emplace_back(name, strnlen(name, MPI_MAX_PROCESSOR_NAME));
+  }
 }
 
 MpiContext::~MpiContext() {
@@ -69,7 +86,9 @@ void FinalizeMpiAtExitIfOwned() {
   if (!g_lockstep_initialized_mpi || getpid() != g_mpi_owner_pid) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (!finalized && !g_peers_lost) MPI_Finalize();
 }
+
+void MarkPeersLost() { g_peers_lost = true; }
 
 }  // namespace lockstep

@@ -4,6 +4,9 @@
 
 #include <mpi.h>
 
+#include <string>
+#include <vector>
+
 #include "lockstep/lockstep.h"
 
 namespace lockstep {
@@ -20,14 +23,24 @@ class MpiContext {
   MPI_Comm comm() const { return comm_; }
   const Topology& topology() const { return topology_; }
   bool threads_supported() const { return thread_level_ == MPI_THREAD_MULTIPLE; }
+  // Every rank's host name, by rank, for messages that name ranks.
+  const std::vector<std::string>& hostnames() const { return hostnames_; }
 
  private:
+  void GatherHostnames();
+
   MPI_Comm comm_ = MPI_COMM_NULL;
   Topology topology_;
   int thread_level_ = MPI_THREAD_SINGLE;
+  std::vector<std::string> hostnames_;
 };
 
-// Finalizes MPI at process exit if lockstep was the one that initialized it.
+// Finalizes MPI at process exit if lockstep was the one that initialized it, unless
+// peers were lost.
 void FinalizeMpiAtExitIfOwned();
+
+// Some ranks stopped responding: MPI_Finalize would wait for them forever, so the
+// process ends without it (Open MPI's launcher then ends the whole job).
+void MarkPeersLost();
 
 }  // namespace lockstep

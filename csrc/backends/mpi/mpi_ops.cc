@@ -76,23 +76,34 @@ class UnitType {
 
 }  // namespace
 
-MpiBackend::MpiBackend(MPI_Comm comm, const MpiTypes& types, int64_t shm_bytes, int shm_min_ranks)
+MpiBackend::MpiBackend(MPI_Comm comm, const MpiTypes& types, int64_t shm_bytes, int shm_min_ranks,
+                       bool hierarchical)
     : comm_(comm), types_(types), adasum_(comm) {
   MPI_Comm_size(comm_, &size_);
   if (shm_min_ranks > 0 && size_ >= shm_min_ranks && shm_bytes >= kShmMinBytes) {
     auto shm = std::make_unique<ShmAllreduce>(comm_, std::min(shm_bytes, kShmMaxBytes));
     if (shm->Usable()) shm_ = std::move(shm);
   }
+  if (hierarchical && !shm_) {  // collective: every rank asks, or none does
+    auto h =
+        std::make_unique<HierarchicalAllreduce>(comm_, types_, std::min(shm_bytes, kShmMaxBytes));
+    if (h->Usable()) hierarchical_ = std::move(h);
+  }
 }
 
 void MpiBackend::Allreduce(const void* input, void* output, int64_t count, DataType dtype,
                            ReduceOp op) {
+  CallClock::Scope timed(call_clock_);
   auto in = static_cast<const char*>(input);
   auto out = static_cast<char*>(output);
   const int64_t element = DataTypeSize(dtype);
   const int64_t bytes = count * element;
   if (shm_active() && bytes >= kShmMinBytes && bytes <= shm_->max_bytes()) {
     shm_->Run(input, output, count, dtype, op);
+    return;
+  }
+  if (hierarchical_ && bytes <= hierarchical_->max_bytes()) {
+    hierarchical_->Run(input, output, count, dtype, op);
     return;
   }
   for (int64_t done = 0; done < count;) {
@@ -107,6 +118,7 @@ void MpiBackend::Allreduce(const void* input, void* output, int64_t count, DataT
 
 void MpiBackend::Allgatherv(const void* input, void* output,
                             const std::vector<int64_t>& bytes_per_rank) {
+  CallClock::Scope timed(call_clock_);
   int64_t unit = CommonUnit(bytes_per_rank, {});
   UnitType type(unit);
   ByteLayout layout = MakeLayout(bytes_per_rank, unit, type.get());
@@ -118,6 +130,7 @@ void MpiBackend::Allgatherv(const void* input, void* output,
 }
 
 void MpiBackend::Broadcast(void* buffer, int64_t bytes, int root_rank) {
+  CallClock::Scope timed(call_clock_);
   auto data = static_cast<char*>(buffer);
   for (int64_t done = 0; done < bytes;) {
     int64_t piece = std::min(bytes - done, kMaxCount);
@@ -128,6 +141,7 @@ void MpiBackend::Broadcast(void* buffer, int64_t bytes, int root_rank) {
 
 void MpiBackend::Alltoallv(const void* input, const std::vector<int64_t>& send_bytes, void* output,
                            const std::vector<int64_t>& recv_bytes) {
+  CallClock::Scope timed(call_clock_);
   int64_t unit = CommonUnit(send_bytes, recv_bytes);
   UnitType type(unit);
   ByteLayout send = MakeLayout(send_bytes, unit, type.get());
@@ -139,6 +153,7 @@ void MpiBackend::Alltoallv(const void* input, const std::vector<int64_t>& send_b
 
 void MpiBackend::ReduceScatter(const void* input, void* output, const std::vector<int64_t>& counts,
                                DataType dtype, ReduceOp op) {
+  CallClock::Scope timed(call_clock_);
   std::vector<int> int_counts;
   int64_t total = 0;
   for (int64_t c : counts) {
@@ -151,9 +166,13 @@ void MpiBackend::ReduceScatter(const void* input, void* output, const std::vecto
         "MPI_Reduce_scatter");
 }
 
-void MpiBackend::Barrier() { Check(MPI_Barrier(comm_), "MPI_Barrier"); }
+void MpiBackend::Barrier() {
+  CallClock::Scope timed(call_clock_);
+  Check(MPI_Barrier(comm_), "MPI_Barrier");
+}
 
 void MpiBackend::Adasum(void* buffer, const std::vector<int64_t>& counts, DataType dtype) {
+  CallClock::Scope timed(call_clock_);
   adasum_.Allreduce(buffer, counts, dtype);
 }
 

@@ -6,7 +6,9 @@
 #include <memory>
 
 #include "backends/backend.h"
+#include "backends/call_clock.h"
 #include "backends/mpi/adasum_mpi.h"
+#include "backends/mpi/hierarchical_allreduce.h"
 #include "backends/mpi/mpi_types.h"
 #include "backends/shm/shm_allreduce.h"
 
@@ -16,8 +18,11 @@ class MpiBackend : public Backend {
  public:
   // When every rank shares this host and there are at least shm_min_ranks of them (0:
   // never), allreduce pieces of kShmMinBytes up to shm_bytes (at most kShmMaxBytes) go
-  // through shared memory.
-  MpiBackend(MPI_Comm comm, const MpiTypes& types, int64_t shm_bytes, int shm_min_ranks);
+  // through shared memory. With `hierarchical` and ranks on several hosts, allreduce
+  // pieces up to shm_bytes reduce within each host through shared memory and across
+  // hosts among one leader per host.
+  MpiBackend(MPI_Comm comm, const MpiTypes& types, int64_t shm_bytes, int shm_min_ranks,
+             bool hierarchical);
   static constexpr int64_t kShmMinBytes = 64 * 1024;
   // The window holds two slots of this many bytes per rank at most, whatever the chunk
   // size; larger pieces (LOCKSTEP_CHUNK_BYTES raised past it, or 0) stay with MPI.
@@ -26,6 +31,9 @@ class MpiBackend : public Backend {
   bool shm_active() const { return shm_ != nullptr && shm_enabled_; }
   // The autotuner's switch; a no-op where shared memory is not available.
   void set_shm_enabled(bool enabled) { shm_enabled_ = enabled; }
+  bool hierarchical_active() const { return hierarchical_ != nullptr; }
+  // How long the collective now running has lasted, for the engine's watchdog.
+  const CallClock& call_clock() const { return call_clock_; }
   const char* name() const override { return "MPI"; }
 
   void Allreduce(const void* input, void* output, int64_t count, DataType dtype,
@@ -46,7 +54,9 @@ class MpiBackend : public Backend {
   int size_ = 1;
   std::unique_ptr<ShmAllreduce> shm_;  // null unless usable
   bool shm_enabled_ = true;
+  std::unique_ptr<HierarchicalAllreduce> hierarchical_;  // null unless asked for and usable
   AdasumMpi adasum_;
+  CallClock call_clock_;
 };
 
 }  // namespace lockstep

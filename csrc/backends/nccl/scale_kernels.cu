@@ -1,10 +1,10 @@
-#include "backends/nccl/scale_kernels.h"
-
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <limits>
+
+#include "backends/nccl/scale_kernels.h"
 
 namespace lockstep {
 

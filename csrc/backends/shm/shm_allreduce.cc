@@ -71,27 +71,50 @@ void ShmAllreduce::Synchronize() {
   Check(MPI_Win_sync(window_), "MPI_Win_sync");
 }
 
-void ShmAllreduce::Run(const void* input, void* output, int64_t count, DataType dtype,
-                       ReduceOp op) {
+// Segment r of a chunk: elements [count * r / size, count * (r + 1) / size).
+void ShmAllreduce::ReduceOwnSegment(const void* input, int64_t count, DataType dtype, ReduceOp op) {
   const int64_t element = DataTypeSize(dtype);
   if (count * element > max_bytes_) throw Error("shared-memory allreduce: chunk too large");
   if (input != Slot(rank_)) std::memcpy(Slot(rank_), input, count * element);
   Synchronize();
-
-  // Segment r of the chunk: elements [SegmentStart(r), SegmentStart(r + 1)).
-  auto segment_start = [&](int r) { return count * r / size_; };
-  const int64_t lo = segment_start(rank_), hi = segment_start(rank_ + 1);
+  const int64_t lo = count * rank_ / size_, hi = count * (rank_ + 1) / size_;
   char* mine = Slot(rank_) + lo * element;
   for (int r = 0; r < size_; ++r) {
     if (r != rank_) ReduceInto(Slot(r) + lo * element, mine, hi - lo, dtype, op);
   }
   Synchronize();
+}
 
+void ShmAllreduce::CopyOutSegments(void* output, int64_t count, int64_t element) const {
   auto out = static_cast<char*>(output);
   for (int r = 0; r < size_; ++r) {
-    const int64_t start = segment_start(r) * element, end = segment_start(r + 1) * element;
+    const int64_t start = count * r / size_ * element, end = count * (r + 1) / size_ * element;
     std::memcpy(out + start, Slot(r) + start, end - start);
   }
+}
+
+void ShmAllreduce::Run(const void* input, void* output, int64_t count, DataType dtype,
+                       ReduceOp op) {
+  ReduceOwnSegment(input, count, dtype, op);
+  CopyOutSegments(output, count, DataTypeSize(dtype));
+  buffer_ ^= 1;
+}
+
+// Local rank 0 overwrites its slot with the final result only after the second
+// barrier, when every rank has finished reading its segment; the others read it after
+// the third. The next run uses the other slot of each pair, and the one after that
+// starts with a barrier only passed once everyone has copied this result out.
+void ShmAllreduce::RunThrough(const void* input, void* output, int64_t count, DataType dtype,
+                              ReduceOp op, const std::function<void(void*)>& across_hosts) {
+  const int64_t bytes = count * DataTypeSize(dtype);
+  ReduceOwnSegment(input, count, dtype, op);
+  if (rank_ == 0) {
+    CopyOutSegments(output, count, DataTypeSize(dtype));
+    across_hosts(output);
+    std::memcpy(Slot(0), output, bytes);
+  }
+  Synchronize();
+  if (rank_ != 0) std::memcpy(output, Slot(0), bytes);
   buffer_ ^= 1;
 }
 

@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "lockstep/types.h"
@@ -28,8 +29,15 @@ class ShmAllreduce {
 
   // input may equal output. count * element size must not exceed max_bytes().
   void Run(const void* input, void* output, int64_t count, DataType dtype, ReduceOp op);
+  // The same, except that local rank 0 passes the host's reduced chunk (in `output`)
+  // through `across_hosts` first, and the others take the result from its slot: a
+  // hierarchical allreduce's first and last steps, with one more barrier.
+  void RunThrough(const void* input, void* output, int64_t count, DataType dtype, ReduceOp op,
+                  const std::function<void(void*)>& across_hosts);
 
  private:
+  void ReduceOwnSegment(const void* input, int64_t count, DataType dtype, ReduceOp op);
+  void CopyOutSegments(void* output, int64_t count, int64_t element) const;
   void Synchronize();
   char* Slot(int rank) const;
 

@@ -80,6 +80,8 @@ class OpDispatcher:
         try:
             self._core.run_op(self._core.OpType.ALLREDUCE, name, dtype, shape, address, output_address,
                               reduce_op, prescale, postscale, 0, device)
+        except self._core.AbortedError:
+            raise  # the collective itself failed (e.g. ranks stopped responding): keep its type
         except self._core.LockstepError:
             self._require_initialized()  # the not-initialized error has its own type
             raise

@@ -2,6 +2,7 @@
 the object collectives and the topology queries; exact results."""
 
 import os
+import socket
 
 import numpy as np
 
@@ -28,12 +29,27 @@ def encoded_rows(dtype, sender, rows, row_shape=(3,)):
     return np.ascontiguousarray(values).astype(dtype)
 
 
+def check_layout(rank, size):
+    """local and cross rank/size against the hostnames every rank reports (one host, or
+    a pretend cluster whose expected layout LOCKSTEP_TEST_HOSTS lists rank by rank)."""
+    hosts = hvd.allgather_object(socket.gethostname())
+    if os.environ.get("LOCKSTEP_TEST_HOSTS"):
+        assert hosts == os.environ["LOCKSTEP_TEST_HOSTS"].split(","), f"ranks' hosts: {hosts}"
+    same_host = [r for r in range(size) if hosts[r] == hosts[rank]]
+    assert hvd.local_rank() == same_host.index(rank), f"local_rank() on {hosts[rank]}"
+    assert hvd.local_size() == len(same_host), f"local_size() on {hosts[rank]}"
+    local_ranks = [[r for r in range(size) if hosts[r] == hosts[q]].index(q) for q in range(size)]
+    peers = [r for r in range(size) if local_ranks[r] == local_ranks[rank]]  # one per host
+    assert hvd.cross_rank() == peers.index(rank), f"cross_rank() on {hosts[rank]}"
+    assert hvd.cross_size() == len(peers), f"cross_size() on {hosts[rank]}"
+
+
 def check_topology(rank, size):
     assert rank == int(os.environ["OMPI_COMM_WORLD_RANK"]), "rank() matches MPI"
     assert size == int(os.environ["OMPI_COMM_WORLD_SIZE"]), "size() matches MPI"
     assert hvd.local_rank() == int(os.environ["OMPI_COMM_WORLD_LOCAL_RANK"]), "local_rank()"
     assert hvd.local_size() == int(os.environ["OMPI_COMM_WORLD_LOCAL_SIZE"]), "local_size()"
-    assert (hvd.cross_rank(), hvd.cross_size()) == (0, 1), "one node: cross_rank 0, cross_size 1"
+    check_layout(rank, size)
     assert hvd.is_initialized() and lockstep.is_initialized(), "is_initialized() after init()"
     assert hvd.mpi_built() and hvd.mpi_enabled(), "MPI is built and enabled"
     assert isinstance(hvd.mpi_threads_supported(), bool), "mpi_threads_supported() is a bool"
