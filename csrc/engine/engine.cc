@@ -22,6 +22,11 @@ int64_t GroupIdFor(const std::vector<OpSpec>& specs) {
   return static_cast<int64_t>(hash | 1u);
 }
 
+Status ChangeFailure(const Error& e) {
+  if (e.code() == Status::Code::kInvalidArgument) return Status::InvalidArgument(e.what());
+  return Status::Precondition(e.what());
+}
+
 std::chrono::microseconds CycleTime(const Config& config) {
   double micros = std::clamp(config.cycle_time_ms * 1000.0, 1.0, 60e6);
   return std::chrono::microseconds(static_cast<int64_t>(micros));
@@ -34,16 +39,14 @@ Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
       mpi_(),
       logger_(config.log_level, mpi_.topology().rank),
       mpi_types_(),
-      mpi_backend_(mpi_.comm(), mpi_types_, config.chunk_bytes, config.shm_allreduce_min_ranks),
       handles_(handles),
       namer_(namer),
-      controller_(
-          mpi_.comm(), mpi_.topology(), config_, logger_,
-          [this](std::chrono::microseconds timeout) { return queue_.WaitForWork(timeout); }),
-      runner_(mpi_.topology(), mpi_backend_, timeline_, config_.chunk_bytes) {
+      table_(mpi_.topology().size) {
+  sets_[0] = std::make_unique<ProcessSet>(0, mpi_.comm(), topology(), config_, logger_, mpi_types_,
+                                          timeline_, IdleWait());
   if (logger_.Enabled(LogLevel::kDebug)) {
     logger_.Log(LogLevel::kDebug, Describe(config_));
-    if (mpi_backend_.shm_active()) {
+    if (sets_[0]->shm_active()) {
       logger_.Log(LogLevel::kDebug, "allreduce pieces of 64 KiB or more go through shared memory");
     }
   }
@@ -52,6 +55,10 @@ Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
   }
   running_ = true;
   thread_ = std::thread([this] { Loop(); });
+}
+
+Controller::IdleWait Engine::IdleWait() {
+  return [this](std::chrono::microseconds timeout) { return queue_.WaitForWork(timeout); };
 }
 
 Engine::~Engine() { Shutdown(); }
@@ -65,9 +72,14 @@ std::vector<Handle> Engine::Enqueue(std::vector<OpSpec> specs, bool grouped,
   std::vector<TensorEntry> entries;
   for (OpSpec& spec : specs) {
     if (spec.op == OpType::kJoin) spec.name = kJoinName;
-    ValidateSpec(spec, topology(), /*gpu_available=*/false);
+    if (grouped && spec.process_set_id != specs.front().process_set_id) {
+      throw Error("all members of a group must use the same process set",
+                  Status::Code::kInvalidArgument);
+    }
+    const Topology set_topology = TopologyFor(spec);
+    ValidateSpec(spec, set_topology, /*gpu_available=*/false);
     TensorEntry entry;
-    entry.request = RequestFromSpec(spec, topology().rank);
+    entry.request = RequestFromSpec(spec, set_topology.rank);
     entry.request.group_id = group_id;
     entry.request.group_size = grouped ? static_cast<int32_t>(specs.size()) : 0;
     entry.spec = std::move(spec);
@@ -95,6 +107,32 @@ void Engine::Shutdown() {
   timeline_.Stop();
 }
 
+Topology Engine::TopologyFor(OpSpec& spec) const {
+  const int32_t id = spec.process_set_id;
+  if (id == 0) return topology();
+  auto fail = [&](const std::string& why) {
+    throw Error("cannot run '" + spec.name + "' on process set " + std::to_string(id) + ": " + why,
+                Status::Code::kInvalidArgument);
+  };
+  if (spec.op == OpType::kJoin) fail("join runs on the global process set only");
+  const auto ranks = table_.Ranks(id);
+  if (!ranks) fail("the set does not exist (never added, or removed)");
+  const Topology set_topology = SetTopology(*ranks, topology().rank);
+  if (set_topology.rank < 0) {
+    fail("rank " + std::to_string(topology().rank) + " is not in it (its ranks are " +
+         DescribeRanks(*ranks) + ")");
+  }
+  if (spec.op == OpType::kBroadcast) {
+    const int root = SetTopology(*ranks, spec.root_rank).rank;
+    if (root < 0) {
+      fail("root rank " + std::to_string(spec.root_rank) + " is not in the set (its ranks are " +
+           DescribeRanks(*ranks) + ")");
+    }
+    spec.root_rank = root;  // the set's communicator numbers its members from 0
+  }
+  return set_topology;
+}
+
 void Engine::Loop() {
   prctl(PR_SET_TIMERSLACK, 1000UL);   // microsecond sleeps must stay microseconds
   prctl(PR_SET_NAME, "lockstep-bg");  // so top -H and perf show whose CPU time this is
@@ -104,13 +142,7 @@ void Engine::Loop() {
       WaitForNextCycle();
       AdmitNewEntries();
       timeline_.MarkCycle();
-      NegotiationResult result =
-          controller_.Negotiate(shutdown_requested_, joined_, !pending_.empty());
-      if (result.shutdown) break;
-      const bool progress = !result.responses.empty();
-      Execute(PlanFusion(std::move(result.responses), config_.fusion_threshold_bytes,
-                         config_.chunk_bytes));
-      UpdateBackoff(progress, result);
+      if (!RunCycles()) break;
     }
   } catch (const std::exception& e) {
     reason = std::string("lockstep's background thread stopped: ") + e.what();
@@ -119,11 +151,52 @@ void Engine::Loop() {
   FailEverything(reason);
 }
 
+// The global set first (it carries shutdown, join and process-set changes), then each
+// other set this rank is in, in id order: every member of a set reaches the set's
+// collectives in the same order, so no two ranks can wait on each other crosswise.
+bool Engine::RunCycles() {
+  ProcessSet& global = *sets_.at(0);
+  NegotiationResult result =
+      global.controller().Negotiate(shutdown_requested_, joined_, AnyPending());
+  if (result.shutdown) return false;
+  bool progress = RunSetCycle(global, std::move(result.responses));
+  for (auto it = std::next(sets_.begin()); it != sets_.end(); ++it) {
+    ProcessSet& set = *it->second;
+    NegotiationResult own = set.controller().Negotiate(false, false, !set.pending().empty());
+    progress = RunSetCycle(set, std::move(own.responses)) || progress;
+  }
+  UpdateBackoff(progress, result);
+  return true;
+}
+
+bool Engine::RunSetCycle(ProcessSet& set, std::vector<Response> responses) {
+  const bool progress = !responses.empty();
+  for (const Response& response :
+       PlanFusion(std::move(responses), config_.fusion_threshold_bytes, config_.chunk_bytes)) {
+    ExecuteOne(set, response);
+  }
+  return progress;
+}
+
+bool Engine::AnyPending() const {
+  for (const auto& [id, set] : sets_) {
+    if (!set->pending().empty()) return true;
+  }
+  return false;
+}
+
+bool Engine::AnyUnsent() const {
+  for (const auto& [id, set] : sets_) {
+    if (set->controller().HasUnsent()) return true;
+  }
+  return false;
+}
+
 void Engine::WaitForNextCycle() {
-  if (shutdown_requested_ || controller_.HasUnsent()) return;
+  if (shutdown_requested_ || AnyUnsent()) return;
   // Idle ranks still cycle so that shutdowns and stalls are noticed; a rank with work
   // starts at once and waits inside the cycle for the others.
-  auto timeout = pending_.empty() ? CycleTime(config_) * idle_stretch_ : backoff_;
+  auto timeout = AnyPending() ? backoff_ : CycleTime(config_) * idle_stretch_;
   if (timeout.count() > 0) queue_.WaitForWork(timeout);
 }
 
@@ -150,27 +223,35 @@ void Engine::UpdateBackoff(bool made_progress, const NegotiationResult& result) 
 void Engine::AdmitNewEntries() {
   std::vector<TensorEntry> entries = queue_.PopAll();
   if (entries.empty()) return;
-  std::vector<Request> batch;
+  std::map<int32_t, std::vector<Request>> batches;
   for (TensorEntry& entry : entries) {
+    const int32_t id = entry.spec.process_set_id;
+    auto set = sets_.find(id);
+    if (set == sets_.end()) {  // removed after the op was enqueued
+      queue_.Release(id, entry.request.name);
+      handles_.Complete(
+          entry.handle,
+          Status::InvalidArgument("process set " + std::to_string(id) + " was removed before '" +
+                                  entry.request.name + "' could run on it"),
+          {});
+      continue;
+    }
     if (entry.request.op == OpType::kJoin) joined_ = true;
     if (timeline_.active()) {
       timeline_.Begin(entry.request.name, std::string("NEGOTIATE_") + OpTypeName(entry.request.op));
     }
-    batch.push_back(entry.request);
+    batches[id].push_back(entry.request);
     std::string name = entry.request.name;
-    pending_.emplace(std::move(name), std::move(entry));
+    set->second->pending().emplace(std::move(name), std::move(entry));
   }
-  controller_.Admit(batch);
+  for (const auto& [id, batch] : batches) sets_.at(id)->controller().Admit(batch);
 }
 
-void Engine::Execute(const std::vector<Response>& planned) {
-  for (const Response& response : planned) ExecuteOne(response);
-}
-
-void Engine::ExecuteOne(const Response& response) {
+void Engine::ExecuteOne(ProcessSet& set, const Response& response) {
+  auto& pending = set.pending();
   if (response.type == ResponseType::kError) {
     const std::string& name = response.names.front();
-    if (pending_.count(name)) Complete(name, Status::Precondition(response.error_message), {});
+    if (pending.count(name)) Complete(set, name, Status::Precondition(response.error_message), {});
     return;
   }
   if (response.type == ResponseType::kJoin) {
@@ -181,30 +262,41 @@ void Engine::ExecuteOne(const Response& response) {
       response.type == ResponseType::kJoin ? std::vector<std::string>{kJoinName} : response.names;
   std::vector<TensorEntry*> entries;
   for (const std::string& name : names) {
-    auto it = pending_.find(name);
-    entries.push_back(it == pending_.end() ? nullptr : &it->second);
-    if (timeline_.active() && it != pending_.end()) timeline_.End(name);
+    auto it = pending.find(name);
+    entries.push_back(it == pending.end() ? nullptr : &it->second);
+    if (timeline_.active() && it != pending.end()) timeline_.End(name);
   }
   std::vector<OpResult> results;
   try {
-    results = runner_.Run(response, entries);
+    results = set.runner().Run(response, entries);
   } catch (const std::exception& e) {
     for (size_t i = 0; i < names.size(); ++i) {
-      if (entries[i]) Complete(names[i], Status::Aborted(e.what()), {});
+      if (entries[i]) Complete(set, names[i], Status::Aborted(e.what()), {});
     }
     return;
   }
+  if (IsChangeOp(set, names.front())) {
+    OpResult outcome;
+    try {
+      ApplyChange(results.front(), &outcome);
+    } catch (const Error& e) {
+      Complete(set, names.front(), ChangeFailure(e), {});
+      return;
+    }
+    results.front() = std::move(outcome);
+  }
   for (size_t i = 0; i < names.size(); ++i) {
-    if (entries[i]) Complete(names[i], Status::Ok(), std::move(results[i]));
+    if (entries[i]) Complete(set, names[i], Status::Ok(), std::move(results[i]));
   }
 }
 
-void Engine::Complete(const std::string& name, Status status, OpResult result) {
-  auto it = pending_.find(name);
-  if (it == pending_.end()) return;
+void Engine::Complete(ProcessSet& set, const std::string& name, Status status, OpResult result) {
+  auto& pending = set.pending();
+  auto it = pending.find(name);
+  if (it == pending.end()) return;
   Handle handle = it->second.handle;
-  pending_.erase(it);
-  queue_.Release(name);
+  pending.erase(it);
+  queue_.Release(set.id(), name);
   handles_.Complete(handle, std::move(status), std::move(result));
 }
 
@@ -220,14 +312,14 @@ void Engine::FailEverything(const std::string& reason) {
     stop_reason_ = reason;
   }
   running_ = false;
-  for (TensorEntry& entry : queue_.PopAll()) {
-    std::string name = entry.request.name;
-    pending_.emplace(std::move(name), std::move(entry));
-  }
-  while (!pending_.empty()) {
-    std::string name = pending_.begin()->first;
-    Complete(name, Status::Aborted("collective on tensor '" + name + "' did not run: " + reason),
-             {});
+  auto fail = [&](Handle handle, const std::string& name) {
+    handles_.Complete(
+        handle, Status::Aborted("collective on tensor '" + name + "' did not run: " + reason), {});
+  };
+  for (TensorEntry& entry : queue_.PopAll()) fail(entry.handle, entry.request.name);
+  for (auto& [id, set] : sets_) {
+    for (auto& [name, entry] : set->pending()) fail(entry.handle, name);
+    set->pending().clear();
   }
 }
 

@@ -10,8 +10,9 @@ from lockstep import _core
 
 
 class OpNamer:
-    def name_for(self, kind, name):
-        """`name` if given, else the next automatic name for `kind`, e.g. "allreduce.noname.3"."""
+    def name_for(self, kind, name, process_set_id=0):
+        """`name` if given, else the next automatic name for `kind`, e.g. "allreduce.noname.3"
+        (each process set counts on its own)."""
         if name is not None:
             return name
-        return _core.auto_name(kind)
+        return _core.auto_name(kind, process_set_id)
