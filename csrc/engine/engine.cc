@@ -27,6 +27,13 @@ Status ChangeFailure(const Error& e) {
   return Status::Precondition(e.what());
 }
 
+// The coordinator of a set numbers its members from 0; say which ranks those are.
+std::string ErrorInSet(const ProcessSet& set, const Response& response) {
+  if (set.id() == 0) return response.error_message;
+  return response.error_message + " (on process set " + std::to_string(set.id()) +
+         ", whose ranks 0, 1, ... are global ranks " + DescribeRanks(set.ranks()) + ")";
+}
+
 std::chrono::microseconds CycleTime(const Config& config) {
   double micros = std::clamp(config.cycle_time_ms * 1000.0, 1.0, 60e6);
   return std::chrono::microseconds(static_cast<int64_t>(micros));
@@ -42,8 +49,8 @@ Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
       handles_(handles),
       namer_(namer),
       table_(mpi_.topology().size) {
-  sets_[0] = std::make_unique<ProcessSet>(0, mpi_.comm(), topology(), config_, logger_, mpi_types_,
-                                          timeline_, IdleWait());
+  sets_[0] = std::make_unique<ProcessSet>(0, mpi_.comm(), *table_.Ranks(0), topology(), config_,
+                                          logger_, mpi_types_, timeline_, IdleWait());
   if (logger_.Enabled(LogLevel::kDebug)) {
     logger_.Log(LogLevel::kDebug, Describe(config_));
     if (sets_[0]->shm_active()) {
@@ -251,7 +258,8 @@ void Engine::ExecuteOne(ProcessSet& set, const Response& response) {
   auto& pending = set.pending();
   if (response.type == ResponseType::kError) {
     const std::string& name = response.names.front();
-    if (pending.count(name)) Complete(set, name, Status::Precondition(response.error_message), {});
+    if (pending.count(name))
+      Complete(set, name, Status::Precondition(ErrorInSet(set, response)), {});
     return;
   }
   if (response.type == ResponseType::kJoin) {

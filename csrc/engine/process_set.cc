@@ -12,11 +12,12 @@ int ShmMinRanks(int32_t id, const Config& config) {
 
 }  // namespace
 
-ProcessSet::ProcessSet(int32_t id, MPI_Comm comm, const Topology& topology, const Config& config,
-                       const Logger& logger, const MpiTypes& types, Timeline& timeline,
-                       Controller::IdleWait idle_wait)
+ProcessSet::ProcessSet(int32_t id, MPI_Comm comm, std::vector<int> ranks, const Topology& topology,
+                       const Config& config, const Logger& logger, const MpiTypes& types,
+                       Timeline& timeline, Controller::IdleWait idle_wait)
     : id_(id),
       comm_(comm),
+      ranks_(std::move(ranks)),
       topology_(topology),
       backend_(comm, types, config.chunk_bytes, ShmMinRanks(id, config)),
       controller_(comm, topology_, config, logger, std::move(idle_wait)),

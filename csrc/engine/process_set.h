@@ -9,6 +9,7 @@
 
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "backends/mpi/mpi_ops.h"
 #include "engine/op_runner.h"
@@ -20,14 +21,15 @@ namespace lockstep {
 class ProcessSet {
  public:
   // Takes ownership of `comm` unless it is the engine's global communicator (id 0).
-  ProcessSet(int32_t id, MPI_Comm comm, const Topology& topology, const Config& config,
-             const Logger& logger, const MpiTypes& types, Timeline& timeline,
+  ProcessSet(int32_t id, MPI_Comm comm, std::vector<int> ranks, const Topology& topology,
+             const Config& config, const Logger& logger, const MpiTypes& types, Timeline& timeline,
              Controller::IdleWait idle_wait);
   ~ProcessSet();
   ProcessSet(const ProcessSet&) = delete;
   ProcessSet& operator=(const ProcessSet&) = delete;
 
   int32_t id() const { return id_; }
+  const std::vector<int>& ranks() const { return ranks_; }  // global ranks, ascending
   const Topology& topology() const { return topology_; }
   bool shm_active() const { return backend_.shm_active(); }
   Controller& controller() { return controller_; }
@@ -37,6 +39,7 @@ class ProcessSet {
  private:
   int32_t id_;
   MPI_Comm comm_;
+  std::vector<int> ranks_;
   Topology topology_;
   MpiBackend backend_;
   Controller controller_;

@@ -83,8 +83,8 @@ void Engine::CreateSet(int32_t id, const std::vector<int>& ranks) {
     throw Error("MPI_Comm_split failed while creating process set " + std::to_string(id));
   }
   if (!member) return;
-  sets_[id] = std::make_unique<ProcessSet>(id, comm, set_topology, config_, logger_, mpi_types_,
-                                           timeline_, IdleWait());
+  sets_[id] = std::make_unique<ProcessSet>(id, comm, ranks, set_topology, config_, logger_,
+                                           mpi_types_, timeline_, IdleWait());
 }
 
 void Engine::DropSet(int32_t id) {
