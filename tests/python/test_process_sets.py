@@ -15,3 +15,8 @@ def test_numpy_collectives_on_sets_dynamic_changes_and_errors(ranks, built_exten
 @RANK_COUNTS
 def test_torch_optimizer_and_collectives_on_a_set(ranks, built_extension):
     run_ranks("process_sets_torch.py", ranks).assert_all_ranks_passed(ranks)
+
+
+def test_tensorflow_ops_on_a_set(built_extension):
+    """4 ranks: two disjoint sets of two (TensorFlow's start-up makes more runs costly)."""
+    run_ranks("process_sets_tf.py", 4, timeout=240).assert_all_ranks_passed(4)

@@ -9,6 +9,7 @@ optimizer gets lockstep.keras.DistributedOptimizer.
 import tensorflow as tf
 
 from lockstep.common.ops import Average
+from lockstep.common.process_sets import global_process_set
 from lockstep.tensorflow.compression import Compression
 from lockstep.tensorflow.gradient_reduction import GradientReducer
 
@@ -57,11 +58,13 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
         raise NotImplementedError("backward_passes_per_step > 1 is not supported by lockstep.tensorflow yet; "
                                   "accumulate gradients yourself or use lockstep.torch")
     if isinstance(optimizer, tf.compat.v1.train.Optimizer):
-        reducer = GradientReducer(compression, sparse_as_dense, op, gradient_predivide_factor)
+        reducer = GradientReducer(compression, sparse_as_dense, op, gradient_predivide_factor, process_set)
         return _DistributedOptimizer(optimizer, name, use_locking, reducer)
     import keras  # noqa: PLC0415 (plain TF1 scripts need not load Keras)
 
     if isinstance(optimizer, keras.optimizers.Optimizer):
+        if process_set is not None and process_set is not global_process_set:
+            raise NotImplementedError("lockstep's Keras DistributedOptimizer runs on the global process set only")
         from lockstep.keras.optimizer import DistributedOptimizer as KerasDistributedOptimizer  # noqa: PLC0415
 
         return KerasDistributedOptimizer(optimizer, name=name, compression=compression,
