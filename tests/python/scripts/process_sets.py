@@ -68,9 +68,12 @@ def check_same_name_in_two_sets(me, my_set):
     assert_equal(hvd.synchronize(in_set), np.full(2, sum(my_set.ranks), np.int64), "set 'shared'")
 
 
-def check_overlapping_set(me, size):
-    """A set that overlaps both static sets, used between global ops."""
+def check_overlapping_set(me, size, my_set):
+    """A set that overlaps both static sets, used between global ops; added while an
+    op on another set is in flight."""
+    in_flight = hvd.allreduce_async(np.array([me]), op=hvd.Sum, name="during.add", process_set=my_set)
     low = hvd.add_process_set([0, 1])
+    assert_equal(hvd.synchronize(in_flight), np.array([sum(my_set.ranks)]), "op in flight during add_process_set")
     assert low.process_set_id == 3 and low.size() == 2, low
     for step in range(3):
         assert_equal(hvd.allreduce(np.array([me + step]), op=hvd.Sum), np.array([sum(range(size)) + size * step]),
@@ -99,7 +102,13 @@ def check_dynamic_sets(me, size, removed):
     assert f"add_process_set([0, {size - 1}])" in str(error), str(error)
     stale = hvd.ProcessSet([0])
     stale.process_set_id = last.process_set_id  # soon an id the core no longer knows
+    # An op pending on a set when it is removed fails (its partner never submitted it).
+    orphan = None
+    if me == last.ranks[0]:
+        orphan = hvd.allreduce_async(np.ones(2), name="orphan", process_set=last)
     hvd.remove_process_set(last)
+    if orphan is not None:
+        expect_error(ValueError, "was removed while 'orphan' was pending", lambda: hvd.synchronize(orphan))
     expect_error(ValueError, "does not exist", lambda: hvd.allreduce(np.array([1.0]), process_set=stale))
     again = hvd.add_process_set([0])  # the ids stay in step after a failed change
     assert again.process_set_id == 5, again
@@ -136,7 +145,7 @@ def main():
         assert_equal(hvd.allreduce(np.array([me]), op=hvd.Sum), np.array([sum(range(size))]), "global op")
         check_every_collective(me, hvd.global_process_set, f"global.{round_index}")
     check_same_name_in_two_sets(me, my_set)
-    removed = check_overlapping_set(me, size)
+    removed = check_overlapping_set(me, size, my_set)
     check_dynamic_sets(me, size, removed)
     check_errors(me, even, odd)
 
