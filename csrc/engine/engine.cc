@@ -27,13 +27,6 @@ Status ChangeFailure(const Error& e) {
   return Status::Precondition(e.what());
 }
 
-// The coordinator of a set numbers its members from 0; say which ranks those are.
-std::string ErrorInSet(const ProcessSet& set, const Response& response) {
-  if (set.id() == 0) return response.error_message;
-  return response.error_message + " (on process set " + std::to_string(set.id()) +
-         ", whose ranks 0, 1, ... are global ranks " + DescribeRanks(set.ranks()) + ")";
-}
-
 std::chrono::microseconds CycleTime(const Config& config) {
   double micros = std::clamp(config.cycle_time_ms * 1000.0, 1.0, 60e6);
   return std::chrono::microseconds(static_cast<int64_t>(micros));
@@ -259,7 +252,7 @@ void Engine::ExecuteOne(ProcessSet& set, const Response& response) {
   if (response.type == ResponseType::kError) {
     const std::string& name = response.names.front();
     if (pending.count(name))
-      Complete(set, name, Status::Precondition(ErrorInSet(set, response)), {});
+      Complete(set, name, Status::Precondition(response.error_message + set.Scope()), {});
     return;
   }
   if (response.type == ResponseType::kJoin) {

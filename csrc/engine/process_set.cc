@@ -1,5 +1,7 @@
 #include "engine/process_set.h"
 
+#include "engine/process_set_table.h"
+
 namespace lockstep {
 namespace {
 
@@ -21,7 +23,15 @@ ProcessSet::ProcessSet(int32_t id, MPI_Comm comm, std::vector<int> ranks, const 
       topology_(topology),
       backend_(comm, types, config.chunk_bytes, ShmMinRanks(id, config)),
       controller_(comm, topology_, config, logger, std::move(idle_wait)),
-      runner_(topology_, backend_, timeline, config.chunk_bytes) {}
+      runner_(topology_, backend_, timeline, config.chunk_bytes) {
+  if (id_ != 0) controller_.SetScope(Scope());
+}
+
+std::string ProcessSet::Scope() const {
+  if (id_ == 0) return "";
+  return " (on process set " + std::to_string(id_) + ", whose ranks 0, 1, ... are global ranks " +
+         DescribeRanks(ranks_) + ")";
+}
 
 ProcessSet::~ProcessSet() {
   int finalized = 0;

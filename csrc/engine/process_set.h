@@ -30,6 +30,8 @@ class ProcessSet {
 
   int32_t id() const { return id_; }
   const std::vector<int>& ranks() const { return ranks_; }  // global ranks, ascending
+  // Appended to messages that number ranks within the set; empty for the global set.
+  std::string Scope() const;
   const Topology& topology() const { return topology_; }
   bool shm_active() const { return backend_.shm_active(); }
   Controller& controller() { return controller_; }
