@@ -24,8 +24,9 @@ def init(comm=None, process_sets=None):
             "lockstep runs on MPI_COMM_WORLD only and does not accept a communicator "
             f"or list of ranks (got comm={comm!r}); call init() without arguments"
         )
+    fresh_start = not _core.is_initialized()
     _core.init()
-    process_sets_module.setup_after_init(process_sets)
+    process_sets_module.setup_after_init(process_sets, fresh_start)
     global _exit_hook_registered
     if not _exit_hook_registered:
         # Python runs atexit hooks in reverse order of registration, so this runs

@@ -53,17 +53,25 @@ class ProcessSet:
 
 global_process_set = ProcessSet([])
 global_process_set.process_set_id = 0
+# Sets registered since the core last started: a new start (after shutdown) knows
+# none of them, so their ids are cleared then.
+_registered = []
 
 
-def setup_after_init(process_sets):
+def setup_after_init(process_sets, fresh_start):
     """Called by init(): fill in the global set and register static sets in order."""
     global_process_set.ranks = list(range(_core.size()))
+    if fresh_start:
+        for process_set in _registered:
+            process_set.process_set_id = None
+        _registered.clear()
     if process_sets is None or process_sets == "dynamic":
         return
     if not isinstance(process_sets, (list, tuple)):
         raise TypeError('process_sets must be a list of ProcessSet objects (or "dynamic")')
     for process_set in process_sets:
-        add_process_set(process_set)
+        if process_set.process_set_id is None:  # init() again while running: already there
+            add_process_set(process_set)
 
 
 def add_process_set(process_set):
@@ -77,6 +85,7 @@ def add_process_set(process_set):
     if process_set.process_set_id is not None:
         raise ValueError(f"{process_set} is registered already")
     process_set.process_set_id = _core.add_process_set(process_set.ranks)
+    _registered.append(process_set)
     return process_set
 
 
@@ -86,6 +95,8 @@ def remove_process_set(process_set):
     set_id = process_set_id(process_set)
     _core.remove_process_set(set_id)
     process_set.process_set_id = None
+    if process_set in _registered:
+        _registered.remove(process_set)
     return True
 
 

@@ -148,6 +148,21 @@ def main():
     removed = check_overlapping_set(me, size, my_set)
     check_dynamic_sets(me, size, removed)
     check_errors(me, even, odd)
+    check_restart(me, even, odd)
+
+
+def check_restart(me, even, odd):
+    """init() again while running keeps the sets; after shutdown() the core starts
+    with none, so the old ids are cleared and static sets are numbered afresh."""
+    hvd.init(process_sets=[even, odd])
+    assert (even.process_set_id, odd.process_set_id) == (1, 2), (even, odd)
+    hvd.shutdown()
+    hvd.init(process_sets=[odd])
+    assert odd.process_set_id == 1 and even.process_set_id is None, (even, odd)
+    if odd.included():
+        assert_equal(hvd.allreduce(np.array([me]), op=hvd.Sum, process_set=odd), np.array([sum(odd.ranks)]),
+                     "a set registered after a restart")
+    hvd.barrier()
 
 
 if __name__ == "__main__":
