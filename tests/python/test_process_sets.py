@@ -27,3 +27,7 @@ def test_stall_inside_a_set_fails_its_waiting_member(built_extension, tmp_path):
                     env={"LOCKSTEP_STALL_CHECK_TIME_SECONDS": "1", "LOCKSTEP_STALL_SHUTDOWN_TIME_SECONDS": "3"})
     run.assert_all_ranks_passed(3)
     assert "on process set 1, whose ranks 0, 1, ... are global ranks [0, 2])" in run.stderr, run.describe()
+
+
+def test_jax_collectives_and_optimizer_on_a_set(built_extension):
+    run_ranks("process_sets_jax.py", 4, timeout=180).assert_all_ranks_passed(4)
