@@ -31,3 +31,10 @@ def test_stall_inside_a_set_fails_its_waiting_member(built_extension, tmp_path):
 
 def test_jax_collectives_and_optimizer_on_a_set(built_extension):
     run_ranks("process_sets_jax.py", 4, timeout=180).assert_all_ranks_passed(4)
+
+
+def test_keras_optimizer_on_a_set(built_extension):
+    """The JAX backend, the quickest to start; the reducers of the TensorFlow and torch
+    backends run the process-set ops tested above."""
+    run = run_ranks("process_sets_keras.py", 4, timeout=180, env={"KERAS_BACKEND": "jax"})
+    run.assert_all_ranks_passed(4)

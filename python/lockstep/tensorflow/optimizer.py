@@ -9,7 +9,6 @@ optimizer gets lockstep.keras.DistributedOptimizer.
 import tensorflow as tf
 
 from lockstep.common.ops import Average
-from lockstep.common.process_sets import global_process_set
 from lockstep.tensorflow.compression import Compression
 from lockstep.tensorflow.gradient_reduction import GradientReducer
 
@@ -63,12 +62,10 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
     import keras  # noqa: PLC0415 (plain TF1 scripts need not load Keras)
 
     if isinstance(optimizer, keras.optimizers.Optimizer):
-        if process_set is not None and process_set is not global_process_set:
-            raise NotImplementedError("lockstep's Keras DistributedOptimizer runs on the global process set only")
         from lockstep.keras.optimizer import DistributedOptimizer as KerasDistributedOptimizer  # noqa: PLC0415
 
         return KerasDistributedOptimizer(optimizer, name=name, compression=compression,
                                          sparse_as_dense=sparse_as_dense, op=op,
-                                         gradient_predivide_factor=gradient_predivide_factor)
+                                         gradient_predivide_factor=gradient_predivide_factor, process_set=process_set)
     raise TypeError("optimizer must be a tf.compat.v1.train.Optimizer or a Keras optimizer, got "
                     f"{type(optimizer).__name__}")
