@@ -61,7 +61,8 @@ void BindOpSpec(py::module_& m) {
       .def_readwrite("postscale", &OpSpec::postscale)
       .def_readwrite("root_rank", &OpSpec::root_rank)
       .def_readwrite("splits", &OpSpec::splits)
-      .def_readwrite("device", &OpSpec::device);
+      .def_readwrite("device", &OpSpec::device)
+      .def_readwrite("process_set_id", &OpSpec::process_set_id);
 }
 
 void BindResult(py::module_& m) {
@@ -94,7 +95,7 @@ OpResult WaitReleasingGil(Handle handle) {
 // attributes one by one from Python, and it runs on every latency-critical op.
 OpSpec SpecFromArgs(OpType op, std::string name, DataType dtype, std::vector<int64_t> shape,
                     uintptr_t input, uintptr_t output, ReduceOp reduce_op, double prescale,
-                    double postscale, int32_t root_rank, int32_t device) {
+                    double postscale, int32_t root_rank, int32_t device, int32_t process_set_id) {
   OpSpec spec;
   spec.op = op;
   spec.name = std::move(name);
@@ -107,23 +108,24 @@ OpSpec SpecFromArgs(OpType op, std::string name, DataType dtype, std::vector<int
   spec.postscale = postscale;
   spec.root_rank = root_rank;
   spec.device = device;
+  spec.process_set_id = process_set_id;
   return spec;
 }
 
 Handle EnqueueOp(OpType op, std::string name, DataType dtype, std::vector<int64_t> shape,
                  uintptr_t input, uintptr_t output, ReduceOp reduce_op, double prescale,
-                 double postscale, int32_t root_rank, int32_t device) {
+                 double postscale, int32_t root_rank, int32_t device, int32_t process_set_id) {
   return Enqueue(SpecFromArgs(op, std::move(name), dtype, std::move(shape), input, output,
-                              reduce_op, prescale, postscale, root_rank, device));
+                              reduce_op, prescale, postscale, root_rank, device, process_set_id));
 }
 
 // The whole synchronous op in one call: enqueue, then wait without the GIL. The
 // caller's references keep `input` and `output` alive meanwhile.
 OpResult RunOp(OpType op, std::string name, DataType dtype, std::vector<int64_t> shape,
                uintptr_t input, uintptr_t output, ReduceOp reduce_op, double prescale,
-               double postscale, int32_t root_rank, int32_t device) {
+               double postscale, int32_t root_rank, int32_t device, int32_t process_set_id) {
   Handle handle = EnqueueOp(op, std::move(name), dtype, std::move(shape), input, output, reduce_op,
-                            prescale, postscale, root_rank, device);
+                            prescale, postscale, root_rank, device, process_set_id);
   py::gil_scoped_release release;
   return Wait(handle);
 }
@@ -240,7 +242,14 @@ PYBIND11_MODULE(_core, m) {
   // enqueue_op and run_op take the OpSpec fields as arguments, in this order.
   m.def("enqueue_op", &EnqueueOp);
   m.def("run_op", &RunOp);
-  m.def("auto_name", &AutoName, py::arg("kind"));
+  m.def("auto_name", &AutoName, py::arg("kind"), py::arg("process_set_id") = 0);
+  // Collective over all ranks: waits for the others without the GIL.
+  m.def("add_process_set", &AddProcessSet, py::arg("ranks"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("remove_process_set", &RemoveProcessSet, py::arg("process_set_id"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("process_set_ids", &ProcessSetIds);
+  m.def("process_set_ranks", &ProcessSetRanks, py::arg("process_set_id"));
   m.def("poll", &Poll, py::arg("handle"));
   m.def("wait", &WaitReleasingGil, py::arg("handle"));
 }

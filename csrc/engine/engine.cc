@@ -23,6 +23,11 @@ int64_t GroupIdFor(const std::vector<OpSpec>& specs) {
   return static_cast<int64_t>(hash | 1u);
 }
 
+Status ChangeFailure(const Error& e) {
+  if (e.code() == Status::Code::kInvalidArgument) return Status::InvalidArgument(e.what());
+  return Status::Precondition(e.what());
+}
+
 std::chrono::microseconds CycleTime(const Config& config) {
   double micros = std::clamp(config.cycle_time_ms * 1000.0, 1.0, 60e6);
   return std::chrono::microseconds(static_cast<int64_t>(micros));
@@ -39,15 +44,6 @@ std::string GpuUnavailableReason() {
          info.library_path + " and " + std::to_string(info.cuda_devices) + " GPU(s))";
 }
 
-int64_t ShmWindowBytes(const Config& config) {
-  return config.autotune && !config.chunk_bytes_set ? MpiBackend::kShmMaxBytes : config.chunk_bytes;
-}
-
-int ShmMinRanks(const Config& config) {
-  if (!config.autotune || config.shm_allreduce_set) return config.shm_allreduce_min_ranks;
-  return 2;
-}
-
 }  // namespace
 
 Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
@@ -55,38 +51,27 @@ Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
       mpi_(),
       logger_(config.log_level, mpi_.topology().rank),
       mpi_types_(),
-      mpi_backend_(mpi_.comm(), mpi_types_, ShmWindowBytes(config), ShmMinRanks(config),
-                   config.hierarchical_allreduce),
       handles_(handles),
       namer_(namer),
-      controller_(
-          mpi_.comm(), mpi_.topology(), config_, logger_,
-          [this](std::chrono::microseconds timeout) { return queue_.WaitForWork(timeout); },
-          mpi_.hostnames()),
-      runner_(mpi_.topology(), mpi_backend_, timeline_, config_.chunk_bytes),
-      // A second past negotiation's own verdict, which names the ranks, comes first.
-      watchdog_(mpi_backend_.call_clock(),
-                config_.peer_timeout_seconds > 0
-                    ? PeerExchange::LongestWaitSeconds(config_.peer_timeout_seconds) + 1
-                    : 0,
-                config_.peer_timeout_seconds, logger_) {
+      table_(mpi_.topology().size) {
+  sets_[0] = std::make_unique<ProcessSet>(0, mpi_.comm(), *table_.Ranks(0), topology(), config_,
+                                          logger_, mpi_types_, timeline_, IdleWait(),
+                                          mpi_.hostnames(), call_clock_);
+  // A second past negotiation's own verdict, which names the ranks, comes first.
+  watchdog_ = std::make_unique<CollectiveWatchdog>(
+      call_clock_,
+      config_.peer_timeout_seconds > 0
+          ? PeerExchange::LongestWaitSeconds(config_.peer_timeout_seconds) + 1
+          : 0,
+      config_.peer_timeout_seconds, logger_);
   gpu_unavailable_ = GpuUnavailableReason();
-  if (config_.autotune) {
-    // Start from what the job would run with untuned.
-    const bool shm_default =
-        config_.shm_allreduce_min_ranks > 0 && topology().size >= config_.shm_allreduce_min_ranks;
-    mpi_backend_.set_shm_enabled(shm_default);
-    TunedSettings initial{config_.fusion_threshold_bytes, config_.chunk_bytes,
-                          config_.cycle_time_ms, mpi_backend_.shm_active()};
-    autotune_ = std::make_unique<AutotuneDriver>(config_, initial, mpi_backend_.shm_available(),
-                                                 mpi_.comm(), topology().rank, logger_);
-  }
+  if (config_.autotune) StartAutotune();
   if (logger_.Enabled(LogLevel::kDebug)) {
     logger_.Log(LogLevel::kDebug, Describe(config_));
-    if (mpi_backend_.shm_active()) {
+    if (sets_[0]->shm_active()) {
       logger_.Log(LogLevel::kDebug, "allreduce pieces of 64 KiB or more go through shared memory");
     }
-    if (mpi_backend_.hierarchical_active()) {
+    if (sets_[0]->backend().hierarchical_active()) {
       logger_.Log(LogLevel::kDebug,
                   "hierarchical allreduce: shared memory within each host, MPI across hosts");
     }
@@ -96,6 +81,22 @@ Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
   }
   running_ = true;
   thread_ = std::thread([this] { Loop(); });
+}
+
+void Engine::StartAutotune() {
+  // Start from what the job would run with untuned.
+  MpiBackend& backend = sets_.at(0)->backend();
+  const bool shm_default =
+      config_.shm_allreduce_min_ranks > 0 && topology().size >= config_.shm_allreduce_min_ranks;
+  backend.set_shm_enabled(shm_default);
+  TunedSettings initial{config_.fusion_threshold_bytes, config_.chunk_bytes, config_.cycle_time_ms,
+                        backend.shm_active()};
+  autotune_ = std::make_unique<AutotuneDriver>(config_, initial, backend.shm_available(),
+                                               mpi_.comm(), topology().rank, logger_);
+}
+
+Controller::IdleWait Engine::IdleWait() {
+  return [this](std::chrono::microseconds timeout) { return queue_.WaitForWork(timeout); };
 }
 
 Engine::~Engine() { Shutdown(); }
@@ -109,9 +110,14 @@ std::vector<Handle> Engine::Enqueue(std::vector<OpSpec> specs, bool grouped,
   std::vector<TensorEntry> entries;
   for (OpSpec& spec : specs) {
     if (spec.op == OpType::kJoin) spec.name = kJoinName;
-    ValidateSpec(spec, topology(), gpu_unavailable_);
+    if (grouped && spec.process_set_id != specs.front().process_set_id) {
+      throw Error("all members of a group must use the same process set",
+                  Status::Code::kInvalidArgument);
+    }
+    const Topology set_topology = TopologyFor(spec);
+    ValidateSpec(spec, set_topology, gpu_unavailable_);
     TensorEntry entry;
-    entry.request = RequestFromSpec(spec, topology().rank);
+    entry.request = RequestFromSpec(spec, set_topology.rank);
     entry.request.group_id = group_id;
     entry.request.group_size = grouped ? static_cast<int32_t>(specs.size()) : 0;
     entry.spec = std::move(spec);
@@ -139,6 +145,32 @@ void Engine::Shutdown() {
   timeline_.Stop();
 }
 
+Topology Engine::TopologyFor(OpSpec& spec) const {
+  const int32_t id = spec.process_set_id;
+  if (id == 0) return topology();
+  auto fail = [&](const std::string& why) {
+    throw Error("cannot run '" + spec.name + "' on process set " + std::to_string(id) + ": " + why,
+                Status::Code::kInvalidArgument);
+  };
+  if (spec.op == OpType::kJoin) fail("join runs on the global process set only");
+  const auto ranks = table_.Ranks(id);
+  if (!ranks) fail("the set does not exist (never added, or removed)");
+  const Topology set_topology = SetTopology(*ranks, topology().rank);
+  if (set_topology.rank < 0) {
+    fail("rank " + std::to_string(topology().rank) + " is not in it (its ranks are " +
+         DescribeRanks(*ranks) + ")");
+  }
+  if (spec.op == OpType::kBroadcast) {
+    const int root = SetTopology(*ranks, spec.root_rank).rank;
+    if (root < 0) {
+      fail("root rank " + std::to_string(spec.root_rank) + " is not in the set (its ranks are " +
+           DescribeRanks(*ranks) + ")");
+    }
+    spec.root_rank = root;  // the set's communicator numbers its members from 0
+  }
+  return set_topology;
+}
+
 void Engine::Loop() {
   prctl(PR_SET_TIMERSLACK, 1000UL);   // microsecond sleeps must stay microseconds
   prctl(PR_SET_NAME, "lockstep-bg");  // so top -H and perf show whose CPU time this is
@@ -148,18 +180,7 @@ void Engine::Loop() {
       WaitForNextCycle();
       AdmitNewEntries();
       timeline_.MarkCycle();
-      NegotiationResult result =
-          controller_.Negotiate(shutdown_requested_, joined_, !pending_.empty());
-      if (result.shutdown) break;
-      CountCycle(result);
-      const bool progress = !result.responses.empty();
-      const int64_t moved = autotune_ && progress ? BytesOf(result.responses) : 0;
-      Execute(PlanFusion(std::move(result.responses), config_.fusion_threshold_bytes,
-                         config_.chunk_bytes));
-      if (autotune_ && progress) {
-        if (auto tuned = autotune_->AfterCycle(moved)) ApplyTunedSettings(*tuned);
-      }
-      UpdateBackoff(progress, result);
+      if (!RunCycles()) break;
     }
   } catch (const PeerTimeout& e) {
     MarkPeersLost();  // a collective MPI_Finalize would wait for them forever
@@ -172,11 +193,61 @@ void Engine::Loop() {
   FailEverything(reason);
 }
 
+// The global set first (it carries shutdown, join and process-set changes), then each
+// other set this rank is in, in id order: every member of a set reaches the set's
+// collectives in the same order, so no two ranks can wait on each other crosswise.
+bool Engine::RunCycles() {
+  ProcessSet& global = *sets_.at(0);
+  NegotiationResult result =
+      global.controller().Negotiate(shutdown_requested_, joined_, AnyPending());
+  if (result.shutdown) return false;
+  CountCycle(result);
+  // Only the global set's cycles are the same on every rank, so only they time the
+  // autotuner's windows.
+  const bool tuning = autotune_ && !result.responses.empty();
+  const int64_t moved = tuning ? BytesOf(result.responses) : 0;
+  bool progress = RunSetCycle(global, std::move(result.responses));
+  if (tuning) {
+    if (auto tuned = autotune_->AfterCycle(moved)) ApplyTunedSettings(*tuned);
+  }
+  for (auto it = std::next(sets_.begin()); it != sets_.end(); ++it) {
+    ProcessSet& set = *it->second;
+    NegotiationResult own = set.controller().Negotiate(false, false, !set.pending().empty());
+    CountCycle(own);
+    progress = RunSetCycle(set, std::move(own.responses)) || progress;
+  }
+  UpdateBackoff(progress, result);
+  return true;
+}
+
+bool Engine::RunSetCycle(ProcessSet& set, std::vector<Response> responses) {
+  const bool progress = !responses.empty();
+  for (const Response& response :
+       PlanFusion(std::move(responses), config_.fusion_threshold_bytes, config_.chunk_bytes)) {
+    ExecuteOne(set, response);
+  }
+  return progress;
+}
+
+bool Engine::AnyPending() const {
+  for (const auto& [id, set] : sets_) {
+    if (!set->pending().empty()) return true;
+  }
+  return false;
+}
+
+bool Engine::AnyUnsent() const {
+  for (const auto& [id, set] : sets_) {
+    if (set->controller().HasUnsent()) return true;
+  }
+  return false;
+}
+
 void Engine::WaitForNextCycle() {
-  if (shutdown_requested_ || controller_.HasUnsent()) return;
+  if (shutdown_requested_ || AnyUnsent()) return;
   // Idle ranks still cycle so that shutdowns and stalls are noticed; a rank with work
   // starts at once and waits inside the cycle for the others.
-  auto timeout = pending_.empty() ? CycleTime(config_) * idle_stretch_ : backoff_;
+  auto timeout = AnyPending() ? backoff_ : CycleTime(config_) * idle_stretch_;
   if (timeout.count() > 0) queue_.WaitForWork(timeout);
 }
 
@@ -209,8 +280,8 @@ void Engine::ApplyTunedSettings(const TunedSettings& settings) {
   config_.fusion_threshold_bytes = settings.fusion_threshold_bytes;
   config_.chunk_bytes = settings.chunk_bytes;
   config_.cycle_time_ms = settings.cycle_time_ms;
-  runner_.set_chunk_bytes(settings.chunk_bytes);
-  mpi_backend_.set_shm_enabled(settings.shm_allreduce);
+  for (auto& [id, set] : sets_) set->runner().set_chunk_bytes(settings.chunk_bytes);
+  sets_.at(0)->backend().set_shm_enabled(settings.shm_allreduce);
 }
 
 void Engine::UpdateBackoff(bool made_progress, const NegotiationResult& result) {
@@ -236,27 +307,36 @@ void Engine::UpdateBackoff(bool made_progress, const NegotiationResult& result) 
 void Engine::AdmitNewEntries() {
   std::vector<TensorEntry> entries = queue_.PopAll();
   if (entries.empty()) return;
-  std::vector<Request> batch;
+  std::map<int32_t, std::vector<Request>> batches;
   for (TensorEntry& entry : entries) {
+    const int32_t id = entry.spec.process_set_id;
+    auto set = sets_.find(id);
+    if (set == sets_.end()) {  // removed after the op was enqueued
+      queue_.Release(id, entry.request.name);
+      handles_.Complete(
+          entry.handle,
+          Status::InvalidArgument("process set " + std::to_string(id) + " was removed before '" +
+                                  entry.request.name + "' could run on it"),
+          {});
+      continue;
+    }
     if (entry.request.op == OpType::kJoin) joined_ = true;
     if (timeline_.active()) {
       timeline_.Begin(entry.request.name, std::string("NEGOTIATE_") + OpTypeName(entry.request.op));
     }
-    batch.push_back(entry.request);
+    batches[id].push_back(entry.request);
     std::string name = entry.request.name;
-    pending_.emplace(std::move(name), std::move(entry));
+    set->second->pending().emplace(std::move(name), std::move(entry));
   }
-  controller_.Admit(batch);
+  for (const auto& [id, batch] : batches) sets_.at(id)->controller().Admit(batch);
 }
 
-void Engine::Execute(const std::vector<Response>& planned) {
-  for (const Response& response : planned) ExecuteOne(response);
-}
-
-void Engine::ExecuteOne(const Response& response) {
+void Engine::ExecuteOne(ProcessSet& set, const Response& response) {
+  auto& pending = set.pending();
   if (response.type == ResponseType::kError) {
     const std::string& name = response.names.front();
-    if (pending_.count(name)) Complete(name, Status::Precondition(response.error_message), {});
+    if (pending.count(name))
+      Complete(set, name, Status::Precondition(response.error_message + set.Scope()), {});
     return;
   }
   if (response.type == ResponseType::kJoin) {
@@ -267,30 +347,41 @@ void Engine::ExecuteOne(const Response& response) {
       response.type == ResponseType::kJoin ? std::vector<std::string>{kJoinName} : response.names;
   std::vector<TensorEntry*> entries;
   for (const std::string& name : names) {
-    auto it = pending_.find(name);
-    entries.push_back(it == pending_.end() ? nullptr : &it->second);
-    if (timeline_.active() && it != pending_.end()) timeline_.End(name);
+    auto it = pending.find(name);
+    entries.push_back(it == pending.end() ? nullptr : &it->second);
+    if (timeline_.active() && it != pending.end()) timeline_.End(name);
   }
   std::vector<OpResult> results;
   try {
-    results = runner_.Run(response, entries);
+    results = set.runner().Run(response, entries);
   } catch (const std::exception& e) {
     for (size_t i = 0; i < names.size(); ++i) {
-      if (entries[i]) Complete(names[i], Status::Aborted(e.what()), {});
+      if (entries[i]) Complete(set, names[i], Status::Aborted(e.what()), {});
     }
     return;
   }
+  if (IsChangeOp(set, names.front())) {
+    OpResult outcome;
+    try {
+      ApplyChange(results.front(), &outcome);
+    } catch (const Error& e) {
+      Complete(set, names.front(), ChangeFailure(e), {});
+      return;
+    }
+    results.front() = std::move(outcome);
+  }
   for (size_t i = 0; i < names.size(); ++i) {
-    if (entries[i]) Complete(names[i], Status::Ok(), std::move(results[i]));
+    if (entries[i]) Complete(set, names[i], Status::Ok(), std::move(results[i]));
   }
 }
 
-void Engine::Complete(const std::string& name, Status status, OpResult result) {
-  auto it = pending_.find(name);
-  if (it == pending_.end()) return;
+void Engine::Complete(ProcessSet& set, const std::string& name, Status status, OpResult result) {
+  auto& pending = set.pending();
+  auto it = pending.find(name);
+  if (it == pending.end()) return;
   Handle handle = it->second.handle;
-  pending_.erase(it);
-  queue_.Release(name);
+  pending.erase(it);
+  queue_.Release(set.id(), name);
   handles_.Complete(handle, std::move(status), std::move(result));
 }
 
@@ -306,14 +397,14 @@ void Engine::FailEverything(const std::string& reason) {
     stop_reason_ = reason;
   }
   running_ = false;
-  for (TensorEntry& entry : queue_.PopAll()) {
-    std::string name = entry.request.name;
-    pending_.emplace(std::move(name), std::move(entry));
-  }
-  while (!pending_.empty()) {
-    std::string name = pending_.begin()->first;
-    Complete(name, Status::Aborted("collective on tensor '" + name + "' did not run: " + reason),
-             {});
+  auto fail = [&](Handle handle, const std::string& name) {
+    handles_.Complete(
+        handle, Status::Aborted("collective on tensor '" + name + "' did not run: " + reason), {});
+  };
+  for (TensorEntry& entry : queue_.PopAll()) fail(entry.handle, entry.request.name);
+  for (auto& [id, set] : sets_) {
+    for (auto& [name, entry] : set->pending()) fail(entry.handle, name);
+    set->pending().clear();
   }
 }
 

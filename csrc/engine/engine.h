@@ -4,11 +4,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "backends/mpi/mpi_context.h"
@@ -20,10 +20,10 @@
 #include "engine/collective_watchdog.h"
 #include "engine/handle_table.h"
 #include "engine/op_namer.h"
-#include "engine/op_runner.h"
+#include "engine/process_set.h"
+#include "engine/process_set_table.h"
 #include "engine/tensor_queue.h"
 #include "engine/timeline.h"
-#include "negotiation/controller.h"
 
 namespace lockstep {
 
@@ -48,38 +48,61 @@ class Engine {
   // callback per spec.
   std::vector<Handle> Enqueue(std::vector<OpSpec> specs, bool grouped,
                               std::vector<DoneCallback> callbacks = {});
+  // Collective over all ranks, like every change of the process sets: each rank
+  // proposes the change, and the background threads apply it (or fail it everywhere,
+  // when ranks disagree) at the same point of the same cycle. Returns the new set's id.
+  int32_t AddProcessSet(std::vector<int> ranks);
+  void RemoveProcessSet(int32_t id);
+  const ProcessSetTable& process_sets() const { return table_; }
+
   // Stops the loop on every rank (the others see the request in their next cycle)
   // and fails whatever is still pending. Idempotent.
   void Shutdown();
 
  private:
+  // The topology ops on the spec's set validate against; translates a broadcast's
+  // root from a global rank to its rank in the set. Throws Error for sets that do not
+  // exist or that this rank is not in.
+  Topology TopologyFor(OpSpec& spec) const;
+  Controller::IdleWait IdleWait();
   void Loop();
+  bool RunCycles();  // false when the ranks agreed to shut down
+  bool RunSetCycle(ProcessSet& set, std::vector<Response> responses);
   void WaitForNextCycle();
+  bool AnyPending() const;
+  bool AnyUnsent() const;
   void AdmitNewEntries();
-  void Execute(const std::vector<Response>& planned);
-  void ExecuteOne(const Response& response);
-  void Complete(const std::string& name, Status status, OpResult result);
+  void ExecuteOne(ProcessSet& set, const Response& response);
+  void Complete(ProcessSet& set, const std::string& name, Status status, OpResult result);
   void FailEverything(const std::string& reason);
   void UpdateBackoff(bool made_progress, const NegotiationResult& result);
   void CountCycle(const NegotiationResult& result);
+  void StartAutotune();
   static int64_t BytesOf(const std::vector<Response>& responses);
   void ApplyTunedSettings(const TunedSettings& settings);
+  // process_set_changes.cc
+  int32_t ProposeChange(const ProcessSetChange& change);
+  static bool IsChangeOp(const ProcessSet& set, const std::string& name);
+  void ApplyChange(const OpResult& gathered, OpResult* result);
+  void CreateSet(int32_t id, const std::vector<int>& ranks);
+  void DropSet(int32_t id);
 
   Config config_;
   MpiContext mpi_;
   Logger logger_;
   MpiTypes mpi_types_;
-  MpiBackend mpi_backend_;
   Timeline timeline_;
   HandleTable& handles_;
   OpNamer& namer_;
   TensorQueue queue_;
-  Controller controller_;
-  OpRunner runner_;
-  CollectiveWatchdog watchdog_;  // destroyed before the backend it watches
+  ProcessSetTable table_;
+  std::atomic<int64_t> changes_proposed_{0};  // names the change ops alike on every rank
 
-  // Background-thread state.
-  std::unordered_map<std::string, TensorEntry> pending_;
+  // Every set's backend marks its blocking calls here; declared before the sets that
+  // use it and the watchdog that reads it.
+  CallClock call_clock_;
+  // Background-thread state: the sets this rank is in, by id (0 = global, first).
+  std::map<int32_t, std::unique_ptr<ProcessSet>> sets_;
   bool joined_ = false;
   std::chrono::microseconds backoff_{0};
   // Idle cycles come every cycle_time * idle_stretch_; it doubles per cycle in which no
@@ -88,6 +111,8 @@ class Engine {
   int idle_stretch_ = 1;
   std::string gpu_unavailable_;               // why GPU tensors are refused (see ValidateSpec)
   std::unique_ptr<AutotuneDriver> autotune_;  // null unless LOCKSTEP_AUTOTUNE is on
+  // Declared after the sets, so it stops before the backends it watches are gone.
+  std::unique_ptr<CollectiveWatchdog> watchdog_;
 
   // Written by the background thread only, read by any thread through stats().
   std::atomic<int64_t> cycles_{0}, full_rounds_{0}, cached_responses_{0}, negotiated_responses_{0};

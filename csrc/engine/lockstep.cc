@@ -182,7 +182,21 @@ void EnqueueGroupWithCallbacks(std::vector<OpSpec> specs, std::vector<DoneCallba
   RunningEngine()->Enqueue(std::move(specs), /*grouped=*/true, std::move(done));
 }
 
-std::string AutoName(const std::string& kind) { return State().namer.NameFor(kind); }
+std::string AutoName(const std::string& kind, int32_t process_set_id) {
+  return State().namer.NameFor(kind, process_set_id);
+}
+
+int32_t AddProcessSet(std::vector<int> ranks) {
+  return RunningEngine()->AddProcessSet(std::move(ranks));
+}
+
+void RemoveProcessSet(int32_t id) { RunningEngine()->RemoveProcessSet(id); }
+
+std::vector<int32_t> ProcessSetIds() { return RunningEngine()->process_sets().Ids(); }
+
+std::vector<int> ProcessSetRanks(int32_t id) {
+  return RunningEngine()->process_sets().RanksOrThrow(id);
+}
 
 bool Poll(Handle handle) {
   RequireOwnerProcess(State());

@@ -1,6 +1,16 @@
 #include "engine/tensor_queue.h"
 
 namespace lockstep {
+namespace {
+
+// The global set's names stand for themselves (the common case costs nothing extra);
+// other sets' names get their id appended after a separator no name uses.
+std::string InFlightKey(int32_t process_set_id, const std::string& name) {
+  if (process_set_id == 0) return name;
+  return name + '\x1f' + std::to_string(process_set_id);
+}
+
+}  // namespace
 
 void TensorQueue::Push(std::vector<TensorEntry> entries) {
   {
@@ -9,7 +19,8 @@ void TensorQueue::Push(std::vector<TensorEntry> entries) {
     std::unordered_set<std::string> batch;
     for (const TensorEntry& entry : entries) {
       const std::string& name = entry.request.name;
-      if (in_flight_.count(name) || !batch.insert(name).second) {
+      const std::string key = InFlightKey(entry.spec.process_set_id, name);
+      if (in_flight_.count(key) || !batch.insert(key).second) {
         throw Error("tensor '" + name +
                         "' was submitted again while its previous collective is still in flight; "
                         "wait for it (synchronize) or use a different name",
@@ -17,7 +28,7 @@ void TensorQueue::Push(std::vector<TensorEntry> entries) {
       }
     }
     for (TensorEntry& entry : entries) {
-      in_flight_.insert(entry.request.name);
+      in_flight_.insert(InFlightKey(entry.spec.process_set_id, entry.request.name));
       entries_.push_back(std::move(entry));
     }
   }
@@ -31,9 +42,9 @@ std::vector<TensorEntry> TensorQueue::PopAll() {
   return out;
 }
 
-void TensorQueue::Release(const std::string& name) {
+void TensorQueue::Release(int32_t process_set_id, const std::string& name) {
   std::lock_guard<std::mutex> lock(mutex_);
-  in_flight_.erase(name);
+  in_flight_.erase(InFlightKey(process_set_id, name));
 }
 
 bool TensorQueue::WaitForWork(std::chrono::microseconds timeout) {

@@ -1,6 +1,6 @@
 // The hand-off between user threads and the background thread: entries waiting to
-// be negotiated, and the set of names in flight (a name may not be reused until its
-// op completes).
+// be negotiated, and the set of names in flight (a name may not be reused in its
+// process set until its op completes; other sets negotiate names of their own).
 #pragma once
 
 #include <chrono>
@@ -28,7 +28,7 @@ class TensorQueue {
   // a name is already in flight or the queue was closed.
   void Push(std::vector<TensorEntry> entries);
   std::vector<TensorEntry> PopAll();
-  void Release(const std::string& name);
+  void Release(int32_t process_set_id, const std::string& name);
   // Returns once entries are waiting, Wake() was called, or `timeout` passed; true in
   // the first two cases.
   bool WaitForWork(std::chrono::microseconds timeout);
@@ -40,7 +40,7 @@ class TensorQueue {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::vector<TensorEntry> entries_;
-  std::unordered_set<std::string> in_flight_;
+  std::unordered_set<std::string> in_flight_;  // InFlightKey(set, name)
   bool woken_ = false;
   bool closed_ = false;
   std::string close_reason_;

@@ -48,6 +48,8 @@ class Controller {
   void Admit(const std::vector<Request>& batch);
   NegotiationResult Negotiate(bool shutdown_requested, bool joined, bool has_pending);
   bool HasUnsent() const { return !unsent_.empty(); }
+  // Appended to stall warnings (ranks here are the communicator's, 0..size-1).
+  void SetScope(const std::string& scope) { stall_inspector_.set_scope(scope); }
 
  private:
   struct Flags {

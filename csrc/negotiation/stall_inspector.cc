@@ -52,7 +52,7 @@ std::vector<WaitingTensor> StallInspector::Inspect(const std::vector<WaitingTens
     std::ostringstream out;
     out << "Stall: " << stalled_count << " tensor(s) were submitted by some ranks but not by all "
         << "for at least " << check_seconds_ << " s. Ranks may be running different code paths "
-        << "or one rank is stuck. Waiting: " << stalled.str();
+        << "or one rank is stuck. Waiting: " << stalled.str() << scope_;
     if (shutdown_seconds_ > 0) {
       out << ". They will fail after " << shutdown_seconds_ << " s.";
     }

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/config.h"
@@ -29,6 +30,8 @@ class StallInspector {
   // Warns about stalled tensors and returns those whose ops must now fail.
   std::vector<WaitingTensor> Inspect(const std::vector<WaitingTensor>& waiting,
                                      Clock::time_point now);
+  // Appended to warnings, e.g. which process set the tensors and ranks belong to.
+  void set_scope(std::string scope) { scope_ = std::move(scope); }
 
  private:
   bool warn_enabled_;
@@ -39,6 +42,7 @@ class StallInspector {
   Clock::time_point last_due_{};
   Clock::time_point last_warning_{};
   bool warned_ = false;
+  std::string scope_;
 };
 
 }  // namespace lockstep

@@ -59,6 +59,9 @@ struct OpSpec {
   // Alltoall: rows of the first dimension sent to each rank; empty means equal split.
   std::vector<int64_t> splits;
   int device = -1;  // -1: host memory. >= 0: CUDA device ordinal (GPU path).
+  // The process set the op runs on (0: all ranks). Only its members may submit ops on
+  // it; root_rank stays a global rank, as in Horovod.
+  int32_t process_set_id = 0;
 };
 
 // Memory the core allocated for a result, shared with the frontend zero-copy.
@@ -150,10 +153,23 @@ std::vector<Handle> EnqueueGroup(std::vector<OpSpec> specs);
 void EnqueueWithCallback(OpSpec spec, DoneCallback done);
 void EnqueueGroupWithCallbacks(std::vector<OpSpec> specs, std::vector<DoneCallback> done);
 
-// The name for an unnamed op of `kind` ("allreduce", ...): a counter per kind, so ranks
-// that submit their unnamed ops in the same order get the same names. A completed
-// join restarts the counters (ranks that joined early submitted fewer ops).
-std::string AutoName(const std::string& kind);
+// The name for an unnamed op of `kind` ("allreduce", ...): a counter per kind and
+// process set, so ranks that submit their unnamed ops in the same order get the same
+// names. A completed join restarts the counters (ranks that joined early submitted
+// fewer ops).
+std::string AutoName(const std::string& kind, int32_t process_set_id = 0);
+
+// Process sets: collectives among a subset of ranks, each set with its own
+// communicator and negotiation. Id 0 is the global set. AddProcessSet and
+// RemoveProcessSet are collective over all ranks (every rank calls them with the same
+// arguments, in the same order) and throw Error when the ranks disagree, the ranks
+// are invalid or an identical set exists (add), or the set does not exist (remove).
+// Ops still pending on a removed set fail.
+int32_t AddProcessSet(std::vector<int> ranks);
+void RemoveProcessSet(int32_t id);
+std::vector<int32_t> ProcessSetIds();
+// Global ranks of a set, ascending; throws Error for an unknown id.
+std::vector<int> ProcessSetRanks(int32_t id);
 
 bool Poll(Handle handle);
 // Blocks until done; releases the handle. Throws Error when the op failed.

@@ -183,10 +183,11 @@ TEST(HandleTableTest, TwoWaitersOnOneHandleOneGetsTheResultOneThrows) {
   EXPECT_EQ(first.get() + second.get(), 1);  // one result (1), one Error (0)
 }
 
-TensorEntry Entry(const std::string& name, Handle handle = 0) {
+TensorEntry Entry(const std::string& name, Handle handle = 0, int32_t process_set_id = 0) {
   TensorEntry entry;
   entry.request.name = name;
   entry.spec.name = name;
+  entry.spec.process_set_id = process_set_id;
   entry.handle = handle;
   return entry;
 }
@@ -221,9 +222,22 @@ TEST(TensorQueueTest, NameInFlightIsRejectedUntilReleased) {
   }
   queue.PopAll();
   EXPECT_THROW(queue.Push({Entry("a")}), Error);  // popped, but still in flight
-  queue.Release("a");
+  queue.Release(0, "a");
   EXPECT_NO_THROW(queue.Push({Entry("a")}));
   EXPECT_EQ(NamesOf(queue.PopAll()), (Names{"a"}));
+}
+
+// Each process set negotiates its own names: one name may be in flight in several
+// sets at once, but only once per set.
+TEST(TensorQueueTest, NamesAreInFlightPerProcessSet) {
+  TensorQueue queue;
+  queue.Push({Entry("a", 1, 0)});
+  EXPECT_NO_THROW(queue.Push({Entry("a", 2, 1)}));
+  EXPECT_NO_THROW(queue.Push({Entry("a", 3, 2)}));
+  EXPECT_THROW(queue.Push({Entry("a", 4, 1)}), Error);
+  queue.Release(1, "a");
+  EXPECT_NO_THROW(queue.Push({Entry("a", 4, 1)}));
+  EXPECT_THROW(queue.Push({Entry("a", 5, 0)}), Error);  // the global one is still in flight
 }
 
 TEST(TensorQueueTest, RejectedBatchQueuesNothing) {

@@ -24,5 +24,15 @@ TEST(OpNamerTest, NewGenerationRestartsCountersWithDistinctNames) {
   EXPECT_EQ(namer.NameFor("allreduce"), "allreduce.noname.2.0");
 }
 
+TEST(OpNamerTest, EachProcessSetCountsOnItsOwn) {
+  OpNamer namer;
+  EXPECT_EQ(namer.NameFor("allreduce", 2), "allreduce.noname.ps2.0");
+  EXPECT_EQ(namer.NameFor("allreduce"), "allreduce.noname.0");  // the global set's own counter
+  EXPECT_EQ(namer.NameFor("allreduce", 2), "allreduce.noname.ps2.1");
+  EXPECT_EQ(namer.NameFor("allreduce", 1), "allreduce.noname.ps1.0");
+  namer.StartNewGeneration();
+  EXPECT_EQ(namer.NameFor("allreduce", 2), "allreduce.noname.ps2.1.0");
+}
+
 }  // namespace
 }  // namespace lockstep

@@ -77,8 +77,8 @@ class UnitType {
 }  // namespace
 
 MpiBackend::MpiBackend(MPI_Comm comm, const MpiTypes& types, int64_t shm_bytes, int shm_min_ranks,
-                       bool hierarchical)
-    : comm_(comm), types_(types), adasum_(comm) {
+                       bool hierarchical, CallClock& clock)
+    : comm_(comm), types_(types), call_clock_(clock), adasum_(comm) {
   MPI_Comm_size(comm_, &size_);
   if (shm_min_ranks > 0 && size_ >= shm_min_ranks && shm_bytes >= kShmMinBytes) {
     auto shm = std::make_unique<ShmAllreduce>(comm_, std::min(shm_bytes, kShmMaxBytes));

@@ -20,9 +20,10 @@ class MpiBackend : public Backend {
   // never), allreduce pieces of kShmMinBytes up to shm_bytes (at most kShmMaxBytes) go
   // through shared memory. With `hierarchical` and ranks on several hosts, allreduce
   // pieces up to shm_bytes reduce within each host through shared memory and across
-  // hosts among one leader per host.
+  // hosts among one leader per host. Every blocking call is marked on `clock` (shared
+  // by the backends of all process sets: one collective runs at a time).
   MpiBackend(MPI_Comm comm, const MpiTypes& types, int64_t shm_bytes, int shm_min_ranks,
-             bool hierarchical);
+             bool hierarchical, CallClock& clock);
   static constexpr int64_t kShmMinBytes = 64 * 1024;
   // The window holds two slots of this many bytes per rank at most, whatever the chunk
   // size; larger pieces (LOCKSTEP_CHUNK_BYTES raised past it, or 0) stay with MPI.
@@ -32,8 +33,6 @@ class MpiBackend : public Backend {
   // The autotuner's switch; a no-op where shared memory is not available.
   void set_shm_enabled(bool enabled) { shm_enabled_ = enabled; }
   bool hierarchical_active() const { return hierarchical_ != nullptr; }
-  // How long the collective now running has lasted, for the engine's watchdog.
-  const CallClock& call_clock() const { return call_clock_; }
   const char* name() const override { return "MPI"; }
 
   void Allreduce(const void* input, void* output, int64_t count, DataType dtype,
@@ -51,12 +50,12 @@ class MpiBackend : public Backend {
  private:
   MPI_Comm comm_;
   const MpiTypes& types_;
+  CallClock& call_clock_;
   int size_ = 1;
   std::unique_ptr<ShmAllreduce> shm_;  // null unless usable
   bool shm_enabled_ = true;
   std::unique_ptr<HierarchicalAllreduce> hierarchical_;  // null unless asked for and usable
   AdasumMpi adasum_;
-  CallClock call_clock_;
 };
 
 }  // namespace lockstep

@@ -90,6 +90,7 @@ struct CallAttributes {
   double postscale;
   int root_rank;
   std::vector<int64_t> splits;
+  int32_t process_set_id;
 };
 
 // Ops whose result the core allocates (its size is only known after negotiation):
@@ -170,6 +171,7 @@ OpSpec SpecFor(const CallAttributes& call, const ffi::AnyBuffer& input, void* ou
   spec.postscale = call.postscale;
   spec.root_rank = call.root_rank;
   spec.splits = call.splits;
+  spec.process_set_id = call.process_set_id;
   return spec;
 }
 
@@ -242,14 +244,15 @@ ffi::Future Run(const CallAttributes& call, ffi::RemainingArgs args, ffi::Remain
 
 ffi::Future Collective(ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t op,
                        std::string_view name, int32_t reduce_op, double prescale, double postscale,
-                       int32_t root_rank, ffi::Span<const int64_t> splits) {
+                       int32_t root_rank, ffi::Span<const int64_t> splits, int32_t process_set_id) {
   CallAttributes call{static_cast<OpType>(op),
                       std::string(name),
                       static_cast<ReduceOp>(reduce_op),
                       prescale,
                       postscale,
                       root_rank,
-                      std::vector<int64_t>(splits.begin(), splits.end())};
+                      std::vector<int64_t>(splits.begin(), splits.end()),
+                      process_set_id};
   return Run(call, args, rets);
 }
 
@@ -272,4 +275,5 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(LockstepCollective, lockstep::jax::Collective,
                                   .Attr<double>("prescale")
                                   .Attr<double>("postscale")
                                   .Attr<int32_t>("root_rank")
-                                  .Attr<ffi::Span<const int64_t>>("splits"));
+                                  .Attr<ffi::Span<const int64_t>>("splits")
+                                  .Attr<int32_t>("process_set_id"));

@@ -84,15 +84,21 @@ class CollectiveKernel : public AsyncOpKernel {
   CollectiveKernel(OpKernelConstruction* context, const char* kind)
       : AsyncOpKernel(context), kind_(kind) {
     OP_REQUIRES_OK(context, context->GetAttr("tensor_name", &tensor_name_));
+    OP_REQUIRES_OK(context, context->GetAttr("process_set_id", &process_set_id_));
   }
 
  protected:
   // The negotiation name for this execution: the op's own, or the next automatic one.
-  std::string ResolveName() const { return tensor_name_.empty() ? AutoName(kind_) : tensor_name_; }
+  std::string ResolveName() const {
+    return tensor_name_.empty() ? AutoName(kind_, process_set_id_) : tensor_name_;
+  }
 
-  static OpSpec SpecFor(OpType op, const Tensor& tensor, std::string name) {
+  int process_set_id() const { return process_set_id_; }
+
+  OpSpec SpecFor(OpType op, const Tensor& tensor, std::string name) const {
     OpSpec spec;
     spec.op = op;
+    spec.process_set_id = process_set_id_;
     spec.name = std::move(name);
     ToCoreDataType(tensor.dtype(), &spec.dtype);
     spec.shape = ShapeOf(tensor);
@@ -127,6 +133,7 @@ class CollectiveKernel : public AsyncOpKernel {
  private:
   const char* kind_;
   std::string tensor_name_;
+  int process_set_id_ = 0;
 };
 
 struct Reduction {
@@ -331,6 +338,7 @@ class BarrierKernel : public CollectiveKernel {
     OpSpec spec;
     spec.op = OpType::kBarrier;
     spec.name = ResolveName();
+    spec.process_set_id = process_set_id();
     auto completion = std::make_shared<Completion>(context, done, 1);
     auto callback = completion->Member(Completion::OnSuccess());
     OP_REQUIRES_OK_ASYNC(context, Submit([&] { EnqueueWithCallback(spec, std::move(callback)); }),

@@ -1,7 +1,9 @@
 // Graph ops that read the job's topology when they run (not when the graph is
 // built), so a saved graph asks the job it runs in.
+#include <algorithm>
+#include <vector>
+
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "lockstep/lockstep.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
@@ -30,7 +32,7 @@ class TopologyKernel : public OpKernel {
   }
 };
 
-// Process sets beyond the global one (id 0) do not exist yet, so only id 0 answers.
+// 1 if this rank is in the process set; an error for sets that do not exist.
 class ProcessSetIncludedKernel : public OpKernel {
  public:
   explicit ProcessSetIncludedKernel(OpKernelConstruction* context) : OpKernel(context) {
@@ -39,11 +41,15 @@ class ProcessSetIncludedKernel : public OpKernel {
 
   void Compute(OpKernelContext* context) override {
     OP_REQUIRES(context, IsInitialized(), absl::FailedPreconditionError(NotRunningReason()));
-    OP_REQUIRES(context, process_set_id_ == 0,
-                absl::InvalidArgumentError(
-                    absl::StrCat("process set ", process_set_id_,
-                                 " is not registered; only the global process set (id 0) exists")));
-    SetScalarOutput(context, 1);
+    std::vector<int> ranks;
+    try {
+      ranks = ProcessSetRanks(process_set_id_);
+    } catch (const Error& error) {
+      context->CtxFailure(absl::InvalidArgumentError(error.what()));
+      return;
+    }
+    const int me = GetTopology().rank;
+    SetScalarOutput(context, std::find(ranks.begin(), ranks.end(), me) != ranks.end() ? 1 : 0);
   }
 
  private:

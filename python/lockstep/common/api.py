@@ -37,6 +37,7 @@ from lockstep.common.exceptions import (
     UnsupportedOperationError,
 )
 from lockstep.common.ops import Adasum, Average, Max, Min, Product, Sum
+from lockstep.common.process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
 
 __all__ = [
     "ccl_built", "cuda_built", "ddl_built", "gloo_built", "gloo_enabled", "rocm_built",
@@ -46,4 +47,5 @@ __all__ = [
     "AbortedError", "HorovodInternalError", "InvalidArgumentError", "LockstepError", "NotInitializedError",
     "PreconditionError", "UnsupportedOperationError",
     "Adasum", "Average", "Max", "Min", "Product", "Sum",
+    "ProcessSet", "add_process_set", "global_process_set", "remove_process_set",
 ]

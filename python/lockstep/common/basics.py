@@ -4,23 +4,29 @@ import atexit
 import os
 
 from lockstep import _core
+from lockstep.common import process_sets as process_sets_module
 from lockstep.common.exceptions import NotInitializedError
 
 
 _exit_hook_registered = False
 
 
-def init(comm=None):
+def init(comm=None, process_sets=None):
     """Start lockstep on MPI_COMM_WORLD. Idempotent.
 
     MPI is initialized here unless the program already did (e.g. mpi4py).
+    `process_sets`: ProcessSet objects to register (ids 1, 2, ... in order; every
+    rank passes the same list), or "dynamic", which is accepted for Horovod's sake:
+    add_process_set() works in any case.
     """
     if comm is not None:
         raise ValueError(
             "lockstep runs on MPI_COMM_WORLD only and does not accept a communicator "
             f"or list of ranks (got comm={comm!r}); call init() without arguments"
         )
+    fresh_start = not _core.is_initialized()
     _core.init()
+    process_sets_module.setup_after_init(process_sets, fresh_start)
     global _exit_hook_registered
     if not _exit_hook_registered:
         # Python runs atexit hooks in reverse order of registration, so this runs

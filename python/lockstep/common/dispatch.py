@@ -11,6 +11,7 @@ from lockstep.common import validation
 from lockstep.common.exceptions import NotInitializedError
 from lockstep.common.handles import PendingOp
 from lockstep.common.ops import Adasum, Average, Max, Min, Product, Sum, check_adasum_world, to_core_reduce_op
+from lockstep.common.process_sets import process_set_size
 
 _REDUCESCATTER_OPS = (Average, Sum)
 _ALLREDUCE_OPS = (Average, Sum, Adasum, Min, Max, Product)
@@ -46,20 +47,21 @@ class OpDispatcher:
 
     # Submission. Each returns a frontend handle for poll()/synchronize(); `finish`
     # receives the core Result (a list of them for groups) and builds the output.
+    # `ps` is the process set's id (0: all ranks); root ranks stay global ranks.
 
-    def allreduce(self, tensor, output, scaling, name, finish):
+    def allreduce(self, tensor, output, scaling, name, finish, ps=0):
         self._require_initialized()
-        reduce_op, prescale, postscale = self._reduction_args(tensor.dtype, scaling, _ALLREDUCE_OPS, "allreduce")
+        reduce_op, prescale, postscale = self._reduction_args(tensor.dtype, scaling, _ALLREDUCE_OPS, "allreduce", ps)
         # Flat arguments rather than an OpSpec: this runs once per gradient every step.
         core_handle = self._core.enqueue_op(
-            self._core.OpType.ALLREDUCE, self._name("allreduce", name), tensor.dtype, tensor.shape,
-            tensor.address, output.address, reduce_op, prescale, postscale, 0, tensor.device,
+            self._core.OpType.ALLREDUCE, self._name("allreduce", name, ps), tensor.dtype, tensor.shape,
+            tensor.address, output.address, reduce_op, prescale, postscale, 0, tensor.device, ps,
         )
         pending = PendingOp(core_handles=[core_handle], finish=lambda results: finish(results[0]),
                             keepalive=(tensor.owner, output.owner))
         return self._handles.add(pending)
 
-    def run_allreduce(self, dtype, shape, address, output_address, op, prescale, postscale, name, device=-1):
+    def run_allreduce(self, dtype, shape, address, output_address, op, prescale, postscale, name, device=-1, ps=0):
         """The synchronous allreduce, the latency-critical path: flat arguments instead of
         TensorRef/Scaling, no frontend handle, one call into the core, which waits with the
         GIL released. The caller's references keep the memory alive meanwhile.
@@ -74,12 +76,12 @@ class OpDispatcher:
         if not plain:
             self._require_initialized()
             reduce_op, prescale, postscale = self._reduction_args(
-                dtype, Scaling(op, prescale, postscale), _ALLREDUCE_OPS, "allreduce"
+                dtype, Scaling(op, prescale, postscale), _ALLREDUCE_OPS, "allreduce", ps
             )
-            name = self._name("allreduce", name)
+            name = self._name("allreduce", name, ps)
         try:
             self._core.run_op(self._core.OpType.ALLREDUCE, name, dtype, shape, address, output_address,
-                              reduce_op, prescale, postscale, 0, device)
+                              reduce_op, prescale, postscale, 0, device, ps)
         except self._core.AbortedError:
             raise  # the collective itself failed (e.g. ranks stopped responding): keep its type
         except self._core.LockstepError:
@@ -88,75 +90,76 @@ class OpDispatcher:
         finally:
             self._restart_names_if_idle()
 
-    def grouped_allreduce(self, tensors, outputs, scaling, name, finish):
+    def grouped_allreduce(self, tensors, outputs, scaling, name, finish, ps=0):
         """All members share one op, scaling and name prefix; they are negotiated as a unit."""
         self._require_initialized()
         if len(tensors) == 0:
             raise ValueError("grouped_allreduce needs at least one tensor")
-        base = self._name("grouped_allreduce", name)
+        base = self._name("grouped_allreduce", name, ps)
         specs = []
         for index, (tensor, output) in enumerate(zip(tensors, outputs)):
-            spec = self._reduction_spec(self._core.OpType.ALLREDUCE, tensor, scaling, _ALLREDUCE_OPS)
+            spec = self._reduction_spec(self._core.OpType.ALLREDUCE, tensor, scaling, _ALLREDUCE_OPS, ps)
             spec.output = output.address
             spec.name = f"{base}.{index}"
             specs.append(spec)
         owners = tuple(t.owner for t in tensors) + tuple(o.owner for o in outputs)
         return self._submit(specs, finish, owners, grouped=True)
 
-    def allgather(self, tensor, name, finish):
+    def allgather(self, tensor, name, finish, ps=0):
         self._require_initialized()
         validation.check_has_first_dim(tensor.shape, "allgather")
-        spec = self._tensor_spec(self._core.OpType.ALLGATHER, tensor)
-        spec.name = self._name("allgather", name)
+        spec = self._tensor_spec(self._core.OpType.ALLGATHER, tensor, ps)
+        spec.name = self._name("allgather", name, ps)
         return self._submit([spec], lambda results: finish(results[0]), (tensor.owner,))
 
-    def broadcast(self, tensor, output, root_rank, name, finish):
+    def broadcast(self, tensor, output, root_rank, name, finish, ps=0):
         self._require_initialized()
-        spec = self._tensor_spec(self._core.OpType.BROADCAST, tensor)
+        spec = self._tensor_spec(self._core.OpType.BROADCAST, tensor, ps)
         spec.root_rank = validation.check_root_rank(root_rank, self._core.size())
         spec.output = output.address
-        spec.name = self._name("broadcast", name)
+        spec.name = self._name("broadcast", name, ps)
         return self._submit([spec], lambda results: finish(results[0]), (tensor.owner, output.owner))
 
-    def alltoall(self, tensor, splits, name, finish):
+    def alltoall(self, tensor, splits, name, finish, ps=0):
         self._require_initialized()
         validation.check_has_first_dim(tensor.shape, "alltoall")
-        world_size = self._core.size()
-        spec = self._tensor_spec(self._core.OpType.ALLTOALL, tensor)
+        set_size = process_set_size(ps)
+        spec = self._tensor_spec(self._core.OpType.ALLTOALL, tensor, ps)
         if splits is None:
-            validation.check_even_split(tensor.shape[0], world_size)
+            validation.check_even_split(tensor.shape[0], set_size)
         else:
-            spec.splits = validation.check_splits(splits, world_size, tensor.shape[0])
-        spec.name = self._name("alltoall", name)
+            spec.splits = validation.check_splits(splits, set_size, tensor.shape[0])
+        spec.name = self._name("alltoall", name, ps)
         return self._submit([spec], lambda results: finish(results[0]), (tensor.owner,))
 
-    def reducescatter(self, tensor, scaling, name, finish):
+    def reducescatter(self, tensor, scaling, name, finish, ps=0):
         self._require_initialized()
         validation.check_has_first_dim(tensor.shape, "reducescatter")
-        spec = self._reduction_spec(self._core.OpType.REDUCESCATTER, tensor, scaling, _REDUCESCATTER_OPS)
-        spec.name = self._name("reducescatter", name)
+        spec = self._reduction_spec(self._core.OpType.REDUCESCATTER, tensor, scaling, _REDUCESCATTER_OPS, ps)
+        spec.name = self._name("reducescatter", name, ps)
         return self._submit([spec], lambda results: finish(results[0]), (tensor.owner,))
 
-    def grouped_allgather(self, tensors, name, finish):
+    def grouped_allgather(self, tensors, name, finish, ps=0):
         """Allgathers negotiated as a unit; `finish` gets one Result per tensor."""
         self._require_initialized()
-        specs = self._group_specs(self._core.OpType.ALLGATHER, tensors, name, "grouped_allgather")
+        specs = self._group_specs(self._core.OpType.ALLGATHER, tensors, name, "grouped_allgather", ps)
         return self._submit(specs, finish, tuple(t.owner for t in tensors), grouped=True)
 
-    def grouped_reducescatter(self, tensors, scaling, name, finish):
+    def grouped_reducescatter(self, tensors, scaling, name, finish, ps=0):
         """Reducescatters negotiated as a unit, sharing one op and scaling."""
         self._require_initialized()
-        specs = self._group_specs(self._core.OpType.REDUCESCATTER, tensors, name, "grouped_reducescatter")
+        specs = self._group_specs(self._core.OpType.REDUCESCATTER, tensors, name, "grouped_reducescatter", ps)
         for spec, tensor in zip(specs, tensors):
             spec.reduce_op, spec.prescale, spec.postscale = self._reduction_args(
-                tensor.dtype, scaling, _REDUCESCATTER_OPS, "reducescatter")
+                tensor.dtype, scaling, _REDUCESCATTER_OPS, "reducescatter", ps)
         return self._submit(specs, finish, tuple(t.owner for t in tensors), grouped=True)
 
-    def barrier(self):
+    def barrier(self, ps=0):
         self._require_initialized()
         spec = self._core.OpSpec()
         spec.op = self._core.OpType.BARRIER
-        spec.name = self._name("barrier", None)
+        spec.process_set_id = ps
+        spec.name = self._name("barrier", None, ps)
         return self._submit([spec], lambda results: None, ())
 
     def join(self):
@@ -202,42 +205,43 @@ class OpDispatcher:
         if len(self._handles) == 0:
             self._namer.restart()
 
-    def _name(self, kind, name):
-        return self._namer.name_for(kind, validation.check_name(name))
+    def _name(self, kind, name, ps=0):
+        return self._namer.name_for(kind, validation.check_name(name), ps)
 
-    def _group_specs(self, op_type, tensors, name, kind):
+    def _group_specs(self, op_type, tensors, name, kind, ps):
         if len(tensors) == 0:
             raise ValueError(f"{kind} needs at least one tensor")
-        base = self._name(kind, name)
+        base = self._name(kind, name, ps)
         specs = []
         for index, tensor in enumerate(tensors):
             validation.check_has_first_dim(tensor.shape, f"{kind} (tensors[{index}])")
-            spec = self._tensor_spec(op_type, tensor)
+            spec = self._tensor_spec(op_type, tensor, ps)
             spec.name = f"{base}.{index}"
             specs.append(spec)
         return specs
 
-    def _tensor_spec(self, op_type, tensor):
+    def _tensor_spec(self, op_type, tensor, ps=0):
         spec = self._core.OpSpec()
         spec.op = op_type
+        spec.process_set_id = ps
         spec.dtype = tensor.dtype
         spec.shape = list(tensor.shape)
         spec.input = tensor.address
         spec.device = tensor.device
         return spec
 
-    def _reduction_spec(self, op_type, tensor, scaling, allowed_ops):
-        spec = self._tensor_spec(op_type, tensor)
+    def _reduction_spec(self, op_type, tensor, scaling, allowed_ops, ps):
+        spec = self._tensor_spec(op_type, tensor, ps)
         spec.reduce_op, spec.prescale, spec.postscale = self._reduction_args(
-            tensor.dtype, scaling, allowed_ops, op_type.name.lower()
+            tensor.dtype, scaling, allowed_ops, op_type.name.lower(), ps
         )
         return spec
 
-    def _reduction_args(self, dtype, scaling, allowed_ops, op_kind):
+    def _reduction_args(self, dtype, scaling, allowed_ops, op_kind, ps=0):
         """(core reduce op, prescale, postscale), checked for the op kind and dtype."""
         reduce_op = to_core_reduce_op(scaling.op, allowed_ops, op_kind)
         if reduce_op is self._core.ReduceOp.ADASUM:
-            check_adasum_world(self._core.size())
+            check_adasum_world(process_set_size(ps))
         prescale = validation.as_scale_factor(scaling.prescale, "prescale_factor")
         postscale = validation.as_scale_factor(scaling.postscale, "postscale_factor")
         # `is`: core enums are singletons, and pybind11's == costs about 1 us per op.

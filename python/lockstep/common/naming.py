@@ -41,15 +41,17 @@ class OpNamer:
         self._lock = threading.Lock()
         self._counters = {}
 
-    def name_for(self, kind, name):
+    def name_for(self, kind, name, process_set_id=0):
         """`name` if given, else the next automatic name for `kind` from the caller's
-        call site, e.g. "allreduce.auto.train.py:42.0"."""
+        call site, e.g. "allreduce.auto.train.py:42.0". Each process set counts on its
+        own (its names are negotiated among its members only)."""
         if name is not None:
             return name
         prefix = f"{kind}.auto.{_call_site()}"
+        key = (process_set_id, prefix)
         with self._lock:
-            index = self._counters.get(prefix, 0)
-            self._counters[prefix] = index + 1
+            index = self._counters.get(key, 0)
+            self._counters[key] = index + 1
         return f"{prefix}.{index}"
 
     def restart(self):

@@ -31,11 +31,13 @@ _NO_SPLITS = np.zeros(0, np.int64)
 
 
 def call(op_type, kind, inputs, out_types, name, reduce_op=Average, prescale=1.0, postscale=1.0,
-         root_rank=0, splits=_NO_SPLITS, allowed_ops=None, elementwise=False):
+         root_rank=0, splits=_NO_SPLITS, allowed_ops=None, set_id=0, elementwise=False):
     """Bind one custom call over `inputs` (a list) producing `out_types` (a list of
     jax.ShapeDtypeStruct); returns the list of outputs."""
     basics.require_initialized()  # at trace time, so the error is not deferred to a run
     target = ffi_library.ensure_registered()
+    if set_id != 0:
+        rank_and_size(set_id)  # a set this rank is not in fails while tracing, not when run
     core_op = int(to_core_reduce_op(reduce_op, allowed_ops, kind)) if allowed_ops else 0
     attributes = dict(
         op=np.int32(int(op_type)),
@@ -45,6 +47,7 @@ def call(op_type, kind, inputs, out_types, name, reduce_op=Average, prescale=1.0
         postscale=np.float64(validation.as_scale_factor(postscale, "postscale_factor")),
         root_rank=np.int32(root_rank),
         splits=np.asarray(splits, np.int64),
+        process_set_id=np.int32(set_id),
     )
     vmap_method = "broadcast_all" if elementwise else None
     run = jax.ffi.ffi_call(target, list(out_types), has_side_effect=True, vmap_method=vmap_method)
@@ -81,29 +84,41 @@ def with_rows(x, rows):
     return jax.ShapeDtypeStruct((rows,) + tuple(x.shape[1:]), x.dtype)
 
 
-def allgather_rows(x, sizes):
+def rank_and_size(set_id):
+    """This rank's position in the process set and the set's size (the global set: 0)."""
+    if set_id == 0:
+        return basics.rank(), basics.size()
+    ranks = _core.process_set_ranks(set_id)
+    if basics.rank() not in ranks:
+        raise ValueError(f"rank {basics.rank()} is not in process set {set_id} (its ranks are {ranks})")
+    return ranks.index(basics.rank()), len(ranks)
+
+
+def allgather_rows(x, sizes, set_id=0):
     validation.check_has_first_dim(x.shape, "allgather")
+    me, n = rank_and_size(set_id)
     if sizes is None:
-        return x.shape[0] * basics.size()
+        return x.shape[0] * n
     sizes = [validation.as_int(s, "each entry of sizes") for s in sizes]
-    if len(sizes) != basics.size() or sizes[basics.rank()] != x.shape[0]:
+    if len(sizes) != n or sizes[me] != x.shape[0]:
         raise ValueError(
-            f"allgather sizes={sizes} must give every rank's first dimension ({basics.size()} entries), "
-            f"with this rank's ({x.shape[0]}) at index {basics.rank()}"
+            f"allgather sizes={sizes} must give every rank's first dimension ({n} entries), "
+            f"with this rank's ({x.shape[0]}) at index {me}"
         )
     return sum(sizes)
 
 
-def reducescatter_rows(x):
+def reducescatter_rows(x, set_id=0):
     validation.check_has_first_dim(x.shape, "reducescatter")
-    rows, n, me = x.shape[0], basics.size(), basics.rank()
+    me, n = rank_and_size(set_id)
+    rows = x.shape[0]
     return rows // n + (1 if me < rows % n else 0)
 
 
-def alltoall_layout(x, splits, received_splits):
+def alltoall_layout(x, splits, received_splits, set_id=0):
     """(splits to send, rows received) for a traced alltoall."""
     validation.check_has_first_dim(x.shape, "alltoall")
-    rows, n = x.shape[0], basics.size()
+    rows, n = x.shape[0], rank_and_size(set_id)[1]
     if splits is None:
         validation.check_even_split(rows, n)
         return _NO_SPLITS, rows

@@ -14,6 +14,7 @@ import numpy as np
 import lockstep.numpy as _host
 from lockstep.common import basics, validation
 from lockstep.common.ops import Average, Max, Min, Product, Sum, handle_average_backwards_compatibility
+from lockstep.common.process_sets import global_process_set, process_set_id
 from lockstep.jax import compiled_ops as compiled
 from lockstep.jax.compression import Compression
 
@@ -31,14 +32,16 @@ def _host_array(x):
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
-              postscale_factor=1.0):
-    """Reduce `tensor` over all ranks (Average by default). Differentiable for Sum and
-    Average: the gradient is the same allreduce of the cotangent. `compression`
-    (Compression.fp16 or .bf16) sends floating tensors in the narrower type."""
+              postscale_factor=1.0, process_set=global_process_set):
+    """Reduce `tensor` over all ranks of `process_set` (Average by default).
+    Differentiable for Sum and Average: the gradient is the same allreduce of the
+    cotangent. `compression` (Compression.fp16 or .bf16) sends floating tensors in
+    the narrower type."""
     op = handle_average_backwards_compatibility(op, average)
     compression = _compressor(compression)
     tensor, context = compression.compress(jnp.asarray(tensor))
-    return compression.decompress(_allreduce_one(tensor, name, op, prescale_factor, postscale_factor), context)
+    return compression.decompress(
+        _allreduce_one(tensor, name, op, prescale_factor, postscale_factor, process_set), context)
 
 
 def _compressor(compression):
@@ -50,15 +53,15 @@ def _compressor(compression):
     return compression
 
 
-def _allreduce_one(tensor, name, op, prescale_factor, postscale_factor):
+def _allreduce_one(tensor, name, op, prescale_factor, postscale_factor, process_set):
     if not _is_traced(tensor):
-        return jnp.asarray(_host.allreduce(_host_array(tensor), name=name, op=op,
-                                           prescale_factor=prescale_factor, postscale_factor=postscale_factor))
-    return _grouped_traced([tensor], name, op, prescale_factor, postscale_factor)[0]
+        return jnp.asarray(_host.allreduce(_host_array(tensor), name=name, op=op, prescale_factor=prescale_factor,
+                                           postscale_factor=postscale_factor, process_set=process_set))
+    return _grouped_traced([tensor], name, op, prescale_factor, postscale_factor, process_set_id(process_set))[0]
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
-                      postscale_factor=1.0):
+                      postscale_factor=1.0, process_set=global_process_set):
     """Allreduce every leaf of a pytree (a list of arrays, a dict of parameters...) as
     one group, which the core negotiates together and fuses; returns the same pytree."""
     op = handle_average_backwards_compatibility(op, average)
@@ -67,63 +70,66 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
         return tensors
     compression = _compressor(compression)
     compressed = [compression.compress(jnp.asarray(leaf)) for leaf in leaves]
-    reduced = _grouped_allreduce_leaves([leaf for leaf, _ in compressed], name, op, prescale_factor, postscale_factor)
+    reduced = _grouped_allreduce_leaves([leaf for leaf, _ in compressed], name, op, prescale_factor, postscale_factor,
+                                        process_set)
     restored = [compression.decompress(r, context) for r, (_, context) in zip(reduced, compressed)]
     return jax.tree_util.tree_unflatten(tree, restored)
 
 
-def _grouped_allreduce_leaves(leaves, name, op, prescale_factor, postscale_factor):
+def _grouped_allreduce_leaves(leaves, name, op, prescale_factor, postscale_factor, process_set):
     if _is_traced(*leaves):
-        return _grouped_traced(leaves, name, op, prescale_factor, postscale_factor)
+        return _grouped_traced(leaves, name, op, prescale_factor, postscale_factor, process_set_id(process_set))
     return [jnp.asarray(r) for r in _host.grouped_allreduce(
         [_host_array(leaf) for leaf in leaves], name=name, op=op,
-        prescale_factor=prescale_factor, postscale_factor=postscale_factor)]
+        prescale_factor=prescale_factor, postscale_factor=postscale_factor, process_set=process_set)]
 
 
-def _grouped_traced(leaves, name, op, prescale, postscale):
+def _grouped_traced(leaves, name, op, prescale, postscale, set_id):
     if op in _DIFFERENTIABLE_OPS and all(jnp.issubdtype(leaf.dtype, jnp.inexact) for leaf in leaves):
-        return list(_differentiable_allreduce(op, float(prescale), float(postscale), name, tuple(leaves)))
-    return _allreduce_call(leaves, name, op, prescale, postscale)
+        return list(_differentiable_allreduce(op, float(prescale), float(postscale), name, set_id, tuple(leaves)))
+    return _allreduce_call(leaves, name, op, prescale, postscale, set_id)
 
 
-def _allreduce_call(leaves, name, op, prescale, postscale):
+def _allreduce_call(leaves, name, op, prescale, postscale, set_id):
     return compiled.call(compiled.OP.ALLREDUCE, "allreduce", leaves, [compiled.same_shape(x) for x in leaves],
                          name, reduce_op=op, prescale=prescale, postscale=postscale, allowed_ops=_ALLREDUCE_OPS,
-                         elementwise=True)
+                         set_id=set_id, elementwise=True)
 
 
 # The gradient of y = post * sum_r(pre * x_r) with respect to each rank's x is
 # pre * post * sum_r(dy_r): the same reduction of the cotangents (Average likewise).
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3))
-def _differentiable_allreduce(op, prescale, postscale, name, leaves):
-    return tuple(_allreduce_call(list(leaves), name, op, prescale, postscale))
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 4))
+def _differentiable_allreduce(op, prescale, postscale, name, set_id, leaves):
+    return tuple(_allreduce_call(list(leaves), name, op, prescale, postscale, set_id))
 
 
-def _allreduce_fwd(op, prescale, postscale, name, leaves):
-    return _differentiable_allreduce(op, prescale, postscale, name, leaves), None
+def _allreduce_fwd(op, prescale, postscale, name, set_id, leaves):
+    return _differentiable_allreduce(op, prescale, postscale, name, set_id, leaves), None
 
 
-def _allreduce_bwd(op, prescale, postscale, name, _, cotangents):
+def _allreduce_bwd(op, prescale, postscale, name, set_id, _, cotangents):
     grad_name = None if name is None else f"{name}.grad"
-    return (tuple(_allreduce_call(list(cotangents), grad_name, op, prescale, postscale)),)
+    return (tuple(_allreduce_call(list(cotangents), grad_name, op, prescale, postscale, set_id)),)
 
 
 _differentiable_allreduce.defvjp(_allreduce_fwd, _allreduce_bwd)
 
 
-def allgather(tensor, name=None, sizes=None):
+def allgather(tensor, name=None, sizes=None, process_set=global_process_set):
     """Concatenate every rank's `tensor` along the first dimension (which may differ
     between ranks). Inside jit the result's size is fixed when tracing: every rank is
     assumed to have this rank's first dimension unless `sizes` lists them all."""
     tensor = jnp.asarray(tensor)
     if not _is_traced(tensor):
-        return jnp.asarray(_host.allgather(_host_array(tensor), name=name))
+        return jnp.asarray(_host.allgather(_host_array(tensor), name=name, process_set=process_set))
+    set_id = process_set_id(process_set)
     if sizes is not None:
-        compiled.allgather_rows(tensor, sizes)  # checked against the unbatched shape
+        compiled.allgather_rows(tensor, sizes, set_id)  # checked against the unbatched shape
 
     def gather(x):
-        rows = compiled.allgather_rows(x, sizes)
-        return compiled.call(compiled.OP.ALLGATHER, "allgather", [x], [compiled.with_rows(x, rows)], name)[0]
+        rows = compiled.allgather_rows(x, sizes, set_id)
+        return compiled.call(compiled.OP.ALLGATHER, "allgather", [x], [compiled.with_rows(x, rows)], name,
+                             set_id=set_id)[0]
 
     return compiled.rows_vmappable(gather, (True,))(tensor)
 
@@ -133,75 +139,81 @@ def allgather(tensor, name=None, sizes=None):
 _AS_SIGNED = {jnp.dtype(jnp.uint32): jnp.int32, jnp.dtype(jnp.uint64): jnp.int64}
 
 
-def broadcast(tensor, root_rank, name=None):
-    """root_rank's `tensor` on every rank."""
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """root_rank's `tensor` on every rank (of the set; root_rank is a global rank)."""
     tensor = jnp.asarray(tensor)
     if tensor.dtype in _AS_SIGNED:
         sent = jax.lax.bitcast_convert_type(tensor, _AS_SIGNED[tensor.dtype])
-        return jax.lax.bitcast_convert_type(broadcast(sent, root_rank, name), tensor.dtype)
+        return jax.lax.bitcast_convert_type(broadcast(sent, root_rank, name, process_set), tensor.dtype)
     if not _is_traced(tensor):
-        return jnp.asarray(_host.broadcast(_host_array(tensor), root_rank, name=name))
+        return jnp.asarray(_host.broadcast(_host_array(tensor), root_rank, name=name, process_set=process_set))
     root_rank = validation.check_root_rank(root_rank, basics.size())
     return compiled.call(compiled.OP.BROADCAST, "broadcast", [tensor], [compiled.same_shape(tensor)], name,
-                         root_rank=root_rank, elementwise=True)[0]
+                         root_rank=root_rank, set_id=process_set_id(process_set), elementwise=True)[0]
 
 
-def grouped_broadcast(tensors, root_rank, name=None):
+def grouped_broadcast(tensors, root_rank, name=None, process_set=global_process_set):
     """root_rank's values of a list of traced arrays, as one call (one group)."""
     root_rank = validation.check_root_rank(root_rank, basics.size())
     dtypes = [x.dtype for x in tensors]
     sent = [jax.lax.bitcast_convert_type(x, _AS_SIGNED[x.dtype]) if x.dtype in _AS_SIGNED else x for x in tensors]
     received = compiled.call(compiled.OP.BROADCAST, "broadcast", sent, [compiled.same_shape(x) for x in sent], name,
-                             root_rank=root_rank, elementwise=True)
+                             root_rank=root_rank, set_id=process_set_id(process_set), elementwise=True)
     return [jax.lax.bitcast_convert_type(r, d) if d in _AS_SIGNED else r for r, d in zip(received, dtypes)]
 
 
-def alltoall(tensor, splits=None, name=None, received_splits=None):
+def alltoall(tensor, splits=None, name=None, received_splits=None, process_set=global_process_set):
     """Send splits[i] rows of `tensor` to rank i (equal shares without splits). Returns
     the received rows in rank order, and with splits given also the rows received
     from each rank (int32). Inside jit, splits must be concrete and received_splits
     given (the result's shape is fixed when tracing)."""
     tensor = jnp.asarray(tensor)
     if not _is_traced(tensor):
-        result = _host.alltoall(_host_array(tensor), splits=None if splits is None else np.asarray(splits), name=name)
+        result = _host.alltoall(_host_array(tensor), splits=None if splits is None else np.asarray(splits), name=name,
+                                process_set=process_set)
         if splits is None:
             return jnp.asarray(result)
         return jnp.asarray(result[0]), jnp.asarray(result[1])
+    set_id = process_set_id(process_set)
+    set_size = compiled.rank_and_size(set_id)[1]
 
     def exchange(x):
-        sent, rows = compiled.alltoall_layout(x, splits, received_splits)
+        sent, rows = compiled.alltoall_layout(x, splits, received_splits, set_id)
         out_types = [compiled.with_rows(x, rows)]
         if splits is not None:
-            out_types.append(jax.ShapeDtypeStruct((basics.size(),), jnp.int64 if jax.config.jax_enable_x64 else jnp.int32))
-        outputs = _alltoall_call(x, sent, out_types, name)
+            out_types.append(jax.ShapeDtypeStruct((set_size,), jnp.int64 if jax.config.jax_enable_x64 else jnp.int32))
+        outputs = _alltoall_call(x, sent, out_types, name, set_id, set_size)
         return outputs[0] if splits is None else (outputs[0], outputs[1].astype(jnp.int32))
 
     return compiled.rows_vmappable(exchange, (True,) if splits is None else (True, False))(tensor)
 
 
-def _alltoall_call(tensor, sent, out_types, name):
+def _alltoall_call(tensor, sent, out_types, name, set_id, set_size):
     if len(out_types) == 2 and out_types[1].dtype != jnp.int64:
         # The handler writes int64 splits; without x64 JAX has no int64 arrays, so the
         # splits come back in two int32 words each and are recombined here.
         raw = compiled.call(compiled.OP.ALLTOALL, "alltoall", [tensor],
-                            [out_types[0], jax.ShapeDtypeStruct((basics.size(), 2), jnp.int32)], name, splits=sent)
+                            [out_types[0], jax.ShapeDtypeStruct((set_size, 2), jnp.int32)], name, splits=sent,
+                            set_id=set_id)
         return raw[0], raw[1][:, 0]  # little-endian low words; row counts fit in 31 bits
-    return compiled.call(compiled.OP.ALLTOALL, "alltoall", [tensor], out_types, name, splits=sent)
+    return compiled.call(compiled.OP.ALLTOALL, "alltoall", [tensor], out_types, name, splits=sent, set_id=set_id)
 
 
-def reducescatter(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+def reducescatter(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+                  process_set=global_process_set):
     """Reduce `tensor` over all ranks and give rank r the r-th block of rows (the first
     ranks get one extra row when the rows do not divide evenly)."""
     tensor = jnp.asarray(tensor)
     if not _is_traced(tensor):
-        return jnp.asarray(_host.reducescatter(_host_array(tensor), name=name, op=op,
-                                               prescale_factor=prescale_factor, postscale_factor=postscale_factor))
+        return jnp.asarray(_host.reducescatter(_host_array(tensor), name=name, op=op, prescale_factor=prescale_factor,
+                                               postscale_factor=postscale_factor, process_set=process_set))
+    set_id = process_set_id(process_set)
 
     def scatter(x):
-        rows = compiled.reducescatter_rows(x)
+        rows = compiled.reducescatter_rows(x, set_id)
         return compiled.call(compiled.OP.REDUCESCATTER, "reducescatter", [x], [compiled.with_rows(x, rows)],
                              name, reduce_op=op, prescale=prescale_factor, postscale=postscale_factor,
-                             allowed_ops=_REDUCESCATTER_OPS)[0]
+                             allowed_ops=_REDUCESCATTER_OPS, set_id=set_id)[0]
 
     return compiled.rows_vmappable(scatter, (True,))(tensor)
 

@@ -10,6 +10,7 @@ import optax
 
 from lockstep.common import validation
 from lockstep.common.ops import Average, Sum, predivided_scaling
+from lockstep.common.process_sets import global_process_set
 from lockstep.jax import mpi_ops
 from lockstep.jax.compression import Compression
 
@@ -23,7 +24,7 @@ class AccumulationState(NamedTuple):
 
 
 def DistributedOptimizer(optimizer, backward_passes_per_step=1, gradient_predivide_factor=1.0, op=Average,
-                         name=None, compression=Compression.none):
+                         name=None, compression=Compression.none, process_set=global_process_set):
     """Wrap an optax GradientTransformation so that `update` first reduces the
     gradient pytree across ranks (one grouped allreduce, fused by the core), then
     applies `optimizer`. Works eagerly and inside jax.jit.
@@ -32,7 +33,8 @@ def DistributedOptimizer(optimizer, backward_passes_per_step=1, gradient_predivi
     accumulates .grad) and reduced and applied on every k-th call; the other calls
     return zero updates. gradient_predivide_factor f: the sum is taken of grads / f
     and multiplied by f / size afterwards (op=Average only). compression
-    (Compression.fp16, .bf16): floating gradients travel in the narrower type."""
+    (Compression.fp16, .bf16): floating gradients travel in the narrower type.
+    process_set: reduce over its ranks only."""
     if op not in (Average, Sum):
         raise ValueError(f"gradients can be reduced with op=Average or op=Sum, got op={op!r}")
     prescale, postscale = predivided_scaling(op, gradient_predivide_factor)
@@ -42,7 +44,7 @@ def DistributedOptimizer(optimizer, backward_passes_per_step=1, gradient_predivi
 
     def reduce(grads):
         return mpi_ops.grouped_allreduce(grads, name=name, compression=compression, op=op, prescale_factor=prescale,
-                                         postscale_factor=postscale)
+                                         postscale_factor=postscale, process_set=process_set)
 
     if passes == 1:
         def update(grads, state, params=None):
@@ -76,19 +78,20 @@ def _accumulating(optimizer, passes, reduce):
     return optax.GradientTransformation(init, update)
 
 
-def broadcast_parameters(params, root_rank=0, name=None):
-    """root_rank's pytree (parameters, optimizer state...) on every rank; returns the
-    pytree. Eagerly one broadcast per leaf; inside jit one grouped call."""
+def broadcast_parameters(params, root_rank=0, name=None, process_set=global_process_set):
+    """root_rank's pytree (parameters, optimizer state...) on every rank (of the set;
+    root_rank is a global rank); returns the pytree. Eagerly one broadcast per leaf;
+    inside jit one grouped call."""
     leaves, tree = jax.tree_util.tree_flatten(params)
     if not leaves:
         return params
     leaves = [jnp.asarray(leaf) for leaf in leaves]
     if any(isinstance(leaf, jax.core.Tracer) for leaf in leaves):
-        received = mpi_ops.grouped_broadcast(leaves, root_rank, name=name)
+        received = mpi_ops.grouped_broadcast(leaves, root_rank, name=name, process_set=process_set)
     else:
         base = None if name is None else validation.check_name(name)
-        received = [mpi_ops.broadcast(leaf, root_rank, name=None if base is None else f"{base}.{i}")
-                    for i, leaf in enumerate(leaves)]
+        received = [mpi_ops.broadcast(leaf, root_rank, name=None if base is None else f"{base}.{i}",
+                                      process_set=process_set) for i, leaf in enumerate(leaves)]
     return jax.tree_util.tree_unflatten(tree, received)
 
 

@@ -10,23 +10,26 @@ All return a list in the same order with None entries kept.
 import keras
 
 from lockstep.common.ops import Average, Sum, predivided_scaling
+from lockstep.common.process_sets import global_process_set
 from lockstep.keras.compression import resolve
 
 SUPPORTED_BACKENDS = ("tensorflow", "torch", "jax")
 
 
-def make_gradient_reducer(compression, sparse_as_dense, op, gradient_predivide_factor):
+def make_gradient_reducer(compression, sparse_as_dense, op, gradient_predivide_factor, process_set=None):
+    """process_set: None or global_process_set for all ranks, or a registered set."""
     backend = keras.backend.backend()
     if backend == "tensorflow":
         from lockstep.tensorflow.compression import Compression as TensorflowCompression
         from lockstep.tensorflow.gradient_reduction import GradientReducer
 
         return GradientReducer(resolve(compression, TensorflowCompression), sparse_as_dense, op,
-                               gradient_predivide_factor)
+                               gradient_predivide_factor, process_set)
+    process_set = global_process_set if process_set is None else process_set
     if backend == "torch":
-        return TorchGradientReducer(compression, op, gradient_predivide_factor)
+        return TorchGradientReducer(compression, op, gradient_predivide_factor, process_set)
     if backend == "jax":
-        return JaxGradientReducer(compression, op, gradient_predivide_factor)
+        return JaxGradientReducer(compression, op, gradient_predivide_factor, process_set)
     raise ValueError(
         f"lockstep.keras supports the {', '.join(SUPPORTED_BACKENDS)} Keras backends, not {backend!r} "
         "(set KERAS_BACKEND before importing keras)"
@@ -37,13 +40,14 @@ class TorchGradientReducer:
     """Averages torch gradients with one grouped allreduce (Keras' torch backend
     produces dense gradients only)."""
 
-    def __init__(self, compression, op, gradient_predivide_factor):
+    def __init__(self, compression, op, gradient_predivide_factor, process_set):
         import lockstep.torch
 
         self._frontend = lockstep.torch
-        self._init(resolve(compression, lockstep.torch.Compression), op, gradient_predivide_factor)
+        self._init(resolve(compression, lockstep.torch.Compression), op, gradient_predivide_factor, process_set)
 
-    def _init(self, compression, op, gradient_predivide_factor):
+    def _init(self, compression, op, gradient_predivide_factor, process_set):
+        self.process_set = process_set
         self.compression = compression
         if op not in (Average, Sum):
             raise ValueError(f"gradients can be reduced with op=Average or op=Sum, got op={op!r}")
@@ -62,15 +66,16 @@ class TorchGradientReducer:
 
     def _allreduce(self, tensors):
         return self._frontend.grouped_allreduce(tensors, compression=self.compression, op=self.op,
-                                                prescale_factor=self.prescale, postscale_factor=self.postscale)
+                                                prescale_factor=self.prescale, postscale_factor=self.postscale,
+                                                process_set=self.process_set)
 
 
 class JaxGradientReducer(TorchGradientReducer):
     """Averages JAX gradients with one grouped allreduce (traced inside model.fit's
     jitted step, eager otherwise)."""
 
-    def __init__(self, compression, op, gradient_predivide_factor):
+    def __init__(self, compression, op, gradient_predivide_factor, process_set):
         import lockstep.jax
 
         self._frontend = lockstep.jax
-        self._init(resolve(compression, lockstep.jax.Compression), op, gradient_predivide_factor)
+        self._init(resolve(compression, lockstep.jax.Compression), op, gradient_predivide_factor, process_set)

@@ -17,7 +17,8 @@ _DISTRIBUTED_CLASSES = {}
 
 
 def DistributedOptimizer(optimizer, name=None, compression=Compression.none, sparse_as_dense=False,
-                         gradient_predivide_factor=1.0, op=Average, device_dense="", device_sparse=""):
+                         gradient_predivide_factor=1.0, op=Average, device_dense="", device_sparse="",
+                         process_set=None):
     """A new optimizer like `optimizer` (same class and config) whose updates use
     gradients averaged (op=Average) or summed (op=Sum) over all ranks.
 
@@ -27,7 +28,7 @@ def DistributedOptimizer(optimizer, name=None, compression=Compression.none, spa
     densify tf.IndexedSlices gradients (TensorFlow backend) instead of gathering
     them. gradient_predivide_factor: divide by this before the sum and by
     size/factor after it. device_dense/device_sparse are accepted for ported
-    scripts; lockstep reduces on the host.
+    scripts; lockstep reduces on the host. process_set: average over its ranks only.
     """
     _check_optimizer(optimizer)
     config = optimizer.get_config()
@@ -35,7 +36,7 @@ def DistributedOptimizer(optimizer, name=None, compression=Compression.none, spa
         config["name"] = name
     wrapped = distributed_class(type(optimizer)).from_config(config)
     wrapped.lockstep_gradient_reducer = make_gradient_reducer(
-        compression, sparse_as_dense, op, gradient_predivide_factor)
+        compression, sparse_as_dense, op, gradient_predivide_factor, process_set)
     return wrapped
 
 

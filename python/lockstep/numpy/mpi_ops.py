@@ -12,27 +12,30 @@ from lockstep.common.dispatch import Scaling
 from lockstep.common.objects import ObjectCollectives
 from lockstep.common.ops import Average, handle_average_backwards_compatibility
 from lockstep.common.process import DISPATCHER, NAMER
+from lockstep.common.process_sets import global_process_set, process_set_id
 from lockstep.numpy.arrays import array_from_result, as_array, buffer_address, core_dtype, new_output_like, tensor_ref
 from lockstep.numpy.compression import Compression
 
 
-def allreduce_async(
-    tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0, postscale_factor=1.0
-):
+def allreduce_async(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0, process_set=global_process_set):
     op, sent, output, finish = _prepare_allreduce(tensor, average, compression, op)
     scaling = Scaling(op, prescale_factor, postscale_factor)
-    return DISPATCHER.allreduce(tensor_ref(sent), tensor_ref(output), scaling, name, lambda result: finish())
+    return DISPATCHER.allreduce(tensor_ref(sent), tensor_ref(output), scaling, name, lambda result: finish(),
+                                process_set_id(process_set))
 
 
-def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+              process_set=global_process_set):
     """Reduce `tensor` across ranks (Average by default) and return the result."""
     op, sent, output, finish = _prepare_allreduce(tensor, average, compression, op)
     DISPATCHER.run_allreduce(core_dtype(sent.dtype), sent.shape, buffer_address(sent), buffer_address(output), op,
-                             prescale_factor, postscale_factor, name)
+                             prescale_factor, postscale_factor, name, ps=process_set_id(process_set))
     return finish()
 
 
-def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                     process_set=global_process_set):
     """Start reducing `tensor` across ranks in place; synchronize() returns `tensor`.
 
     No output is allocated: for large arrays reused every step (gradients), this saves
@@ -42,17 +45,19 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
     array = as_array(target)
     ref = tensor_ref(array)
     scaling = Scaling(handle_average_backwards_compatibility(op, average), prescale_factor, postscale_factor)
-    return DISPATCHER.allreduce(ref, ref, scaling, name, lambda result: _copy_back(target, array))
+    return DISPATCHER.allreduce(ref, ref, scaling, name, lambda result: _copy_back(target, array),
+                                process_set_id(process_set))
 
 
-def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+               process_set=global_process_set):
     """Reduce `tensor` across ranks in place and return it."""
     target = _writable(tensor)
     array = as_array(target)
     address = buffer_address(array)
     DISPATCHER.run_allreduce(core_dtype(array.dtype), array.shape, address, address,
                              handle_average_backwards_compatibility(op, average), prescale_factor,
-                             postscale_factor, name)
+                             postscale_factor, name, ps=process_set_id(process_set))
     return _copy_back(target, array)
 
 
@@ -82,9 +87,8 @@ def _prepare_allreduce(tensor, average, compression, op):
     return op, sent, output, lambda: compressor.decompress(output, context)
 
 
-def grouped_allreduce_async(
-    tensors, average=None, name=None, compression=None, op=None, prescale_factor=1.0, postscale_factor=1.0
-):
+def grouped_allreduce_async(tensors, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=global_process_set):
     if not isinstance(tensors, (list, tuple)):
         raise TypeError(f"tensors must be a list or tuple of arrays, got {type(tensors).__name__}")
     op = handle_average_backwards_compatibility(op, average)
@@ -98,41 +102,57 @@ def grouped_allreduce_async(
 
     scaling = Scaling(op, prescale_factor, postscale_factor)
     return DISPATCHER.grouped_allreduce(
-        [tensor_ref(array) for array in sent], [ref for _, ref in outputs], scaling, name, finish
+        [tensor_ref(array) for array in sent], [ref for _, ref in outputs], scaling, name, finish,
+        process_set_id(process_set)
     )
 
 
-def grouped_allreduce(
-    tensors, average=None, name=None, compression=None, op=None, prescale_factor=1.0, postscale_factor=1.0
-):
+def grouped_allreduce(tensors, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
+                      postscale_factor=1.0, process_set=global_process_set):
     """Allreduce a list of arrays as one negotiated, fused unit; returns a list."""
-    return synchronize(
-        grouped_allreduce_async(tensors, average, name, compression, op, prescale_factor, postscale_factor)
-    )
+    return synchronize(grouped_allreduce_async(tensors, average, name, compression, op, prescale_factor,
+                                               postscale_factor, process_set))
 
 
-def allgather_async(tensor, name=None):
+def allgather_async(tensor, name=None, process_set=global_process_set):
     array = as_array(tensor)
-    return DISPATCHER.allgather(tensor_ref(array), name, lambda result: array_from_result(result, array.dtype))
+    return DISPATCHER.allgather(tensor_ref(array), name, lambda result: array_from_result(result, array.dtype),
+                                process_set_id(process_set))
 
 
-def allgather(tensor, name=None):
+def allgather(tensor, name=None, process_set=global_process_set):
     """Concatenate every rank's `tensor` along the first dimension (sizes may differ)."""
-    return synchronize(allgather_async(tensor, name))
+    return synchronize(allgather_async(tensor, name, process_set))
 
 
-def broadcast_async(tensor, root_rank, name=None):
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
+    if not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"tensors must be a list or tuple of arrays, got {type(tensors).__name__}")
+    arrays = [as_array(t, f"tensors[{i}]") for i, t in enumerate(tensors)]
+    return DISPATCHER.grouped_allgather(
+        [tensor_ref(array) for array in arrays], name,
+        lambda results: [array_from_result(result, array.dtype) for result, array in zip(results, arrays)],
+        process_set_id(process_set))
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    """Allgather a list of arrays as one negotiated unit; returns a list."""
+    return synchronize(grouped_allgather_async(tensors, name, process_set))
+
+
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     array = as_array(tensor)
     output, output_ref = new_output_like(array)
-    return DISPATCHER.broadcast(tensor_ref(array), output_ref, root_rank, name, lambda result: output)
+    return DISPATCHER.broadcast(tensor_ref(array), output_ref, root_rank, name, lambda result: output,
+                                process_set_id(process_set))
 
 
-def broadcast(tensor, root_rank, name=None):
-    """Return root_rank's `tensor` on every rank."""
-    return synchronize(broadcast_async(tensor, root_rank, name))
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """Return root_rank's `tensor` on every rank (root_rank is a global rank)."""
+    return synchronize(broadcast_async(tensor, root_rank, name, process_set))
 
 
-def alltoall_async(tensor, splits=None, name=None):
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     array = as_array(tensor)
 
     def finish(result):
@@ -141,30 +161,51 @@ def alltoall_async(tensor, splits=None, name=None):
             return received
         return received, np.asarray(result.received_splits, dtype=np.int32)
 
-    return DISPATCHER.alltoall(tensor_ref(array), splits, name, finish)
+    return DISPATCHER.alltoall(tensor_ref(array), splits, name, finish, process_set_id(process_set))
 
 
-def alltoall(tensor, splits=None, name=None):
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     """Send splits[i] rows of `tensor` to rank i (equal shares without splits).
 
     Returns the received rows in rank order, and with splits given also the number
     of rows received from each rank.
     """
-    return synchronize(alltoall_async(tensor, splits, name))
+    return synchronize(alltoall_async(tensor, splits, name, process_set))
 
 
-def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+                        process_set=global_process_set):
     array = as_array(tensor)
     scaling = Scaling(op, prescale_factor, postscale_factor)
     return DISPATCHER.reducescatter(
-        tensor_ref(array), scaling, name, lambda result: array_from_result(result, array.dtype)
+        tensor_ref(array), scaling, name, lambda result: array_from_result(result, array.dtype),
+        process_set_id(process_set)
     )
 
 
-def reducescatter(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+def reducescatter(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+                  process_set=global_process_set):
     """Reduce across ranks and return this rank's share of the first dimension
     (the first `rows % size` ranks get one extra row)."""
-    return synchronize(reducescatter_async(tensor, name, op, prescale_factor, postscale_factor))
+    return synchronize(reducescatter_async(tensor, name, op, prescale_factor, postscale_factor, process_set))
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+                                process_set=global_process_set):
+    if not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"tensors must be a list or tuple of arrays, got {type(tensors).__name__}")
+    arrays = [as_array(t, f"tensors[{i}]") for i, t in enumerate(tensors)]
+    return DISPATCHER.grouped_reducescatter(
+        [tensor_ref(array) for array in arrays], Scaling(op, prescale_factor, postscale_factor), name,
+        lambda results: [array_from_result(result, array.dtype) for result, array in zip(results, arrays)],
+        process_set_id(process_set))
+
+
+def grouped_reducescatter(tensors, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+                          process_set=global_process_set):
+    """Reducescatter a list of arrays as one negotiated unit; returns a list of shares."""
+    return synchronize(grouped_reducescatter_async(tensors, name, op, prescale_factor, postscale_factor,
+                                                   process_set))
 
 
 def poll(handle):
@@ -175,9 +216,9 @@ def synchronize(handle):
     return DISPATCHER.synchronize(handle)
 
 
-def barrier():
-    """Return once every rank has called barrier()."""
-    synchronize(DISPATCHER.barrier())
+def barrier(process_set=global_process_set):
+    """Return once every rank (of the process set) has called barrier()."""
+    synchronize(DISPATCHER.barrier(process_set_id(process_set)))
 
 
 def join():

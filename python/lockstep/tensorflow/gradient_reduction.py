@@ -19,13 +19,14 @@ class GradientReducer:
     """
 
     def __init__(self, compression=Compression.none, sparse_as_dense=False, op=Average,
-                 gradient_predivide_factor=1.0):
+                 gradient_predivide_factor=1.0, process_set=None):
         if op not in (Average, Sum):
             raise ValueError(f"gradients can be reduced with op=Average or op=Sum, got op={op!r}")
         self.prescale, self.postscale = predivided_scaling(op, gradient_predivide_factor)
         self.compression = compression
         self.sparse_as_dense = bool(sparse_as_dense)
         self.op = op
+        self.process_set = process_set  # None: all ranks
 
     def reduce(self, gradients, keep_local=None):
         """The reduced gradients, in order. None entries stay None, and so do the
@@ -49,8 +50,7 @@ class GradientReducer:
                               prescale_factor=self.prescale, postscale_factor=self.postscale)
         return reduced
 
-    @staticmethod
-    def _reduce_into(reduced, positions, **options):
-        results = grouped_allreduce([reduced[p] for p in positions], **options)
+    def _reduce_into(self, reduced, positions, **options):
+        results = grouped_allreduce([reduced[p] for p in positions], process_set=self.process_set, **options)
         for position, result in zip(positions, results):
             reduced[position] = result

@@ -29,7 +29,7 @@ class DistributedGradientTape:
         if not isinstance(gradtape, tf.GradientTape):
             raise TypeError(f"gradtape must be a tf.GradientTape, got {type(gradtape).__name__}")
         self._tape = gradtape
-        self._reducer = GradientReducer(compression, sparse_as_dense, op, gradient_predivide_factor)
+        self._reducer = GradientReducer(compression, sparse_as_dense, op, gradient_predivide_factor, process_set)
         self._local_sources = set()
 
     def register_local_source(self, source):

@@ -9,19 +9,29 @@ apply eagerly, in tf.function, in tf.compat.v1 graphs and in loaded SavedModels:
                     forward's scale factors
 
 Gradient collectives are unnamed: their names come from the graph or, eagerly,
-from the core's counters, the same on every rank.
+from the core's counters, the same on every rank. They run on the forward op's
+process set.
 """
 
 import tensorflow as tf
 
+from lockstep import _core
 from lockstep.common import basics
 from lockstep.common.ops import Average, Sum
+from lockstep.common.process_sets import process_set_size
 from lockstep.tensorflow.naming import collective
 from lockstep.tensorflow.op_library import OPS
 
 
 def _scaling(op):
-    return {name: op.get_attr(name) for name in ("reduce_op", "prescale_factor", "postscale_factor")}
+    names = ("reduce_op", "prescale_factor", "postscale_factor", "process_set_id")
+    return {name: op.get_attr(name) for name in names}
+
+
+def _rank_in_set(set_id):
+    if set_id == 0:
+        return basics.rank()
+    return _core.process_set_ranks(set_id).index(basics.rank())
 
 
 def _dense(gradient, output):
@@ -39,16 +49,17 @@ def _check_differentiable(reduce_op):
         )
 
 
-def _average(tensor):
-    return collective("Allreduce", None,
-                      lambda tensor_name: OPS.lockstep_allreduce(tensor, reduce_op=Average, tensor_name=tensor_name))
+def _average(tensor, set_id):
+    return collective("Allreduce", None, lambda tensor_name: OPS.lockstep_allreduce(
+        tensor, reduce_op=Average, tensor_name=tensor_name, process_set_id=set_id))
 
 
-def _rows_before_this_rank(tensor):
+def _rows_before_this_rank(tensor, set_id):
     """(first row of this rank's block in a gather of `tensor`, its row count)."""
     rows = tf.shape(tensor, out_type=tf.int64)[:1]
-    all_rows = collective("Allgather", None, lambda tensor_name: OPS.lockstep_allgather(rows, tensor_name=tensor_name))
-    return tf.reduce_sum(all_rows[: basics.rank()]), rows[0]
+    all_rows = collective("Allgather", None, lambda tensor_name: OPS.lockstep_allgather(
+        rows, tensor_name=tensor_name, process_set_id=set_id))
+    return tf.reduce_sum(all_rows[: _rank_in_set(set_id)]), rows[0]
 
 
 @tf.RegisterGradient("LockstepAllreduce")
@@ -69,25 +80,26 @@ def _grouped_allreduce_grad(op, *grads):
                       lambda tensor_name: OPS.lockstep_grouped_allreduce(dense, tensor_name=tensor_name, **scaling))
 
 
-def _allgather_grad_of(x, grad, y):
-    averaged = _average(_dense(grad, y))
-    start, rows = _rows_before_this_rank(x)
+def _allgather_grad_of(x, grad, y, set_id):
+    averaged = _average(_dense(grad, y), set_id)
+    start, rows = _rows_before_this_rank(x, set_id)
     return averaged[start : start + rows]
 
 
 @tf.RegisterGradient("LockstepAllgather")
 def _allgather_grad(op, grad):
-    return _allgather_grad_of(op.inputs[0], grad, op.outputs[0])
+    return _allgather_grad_of(op.inputs[0], grad, op.outputs[0], op.get_attr("process_set_id"))
 
 
 @tf.RegisterGradient("LockstepGroupedAllgather")
 def _grouped_allgather_grad(op, *grads):
-    return [_allgather_grad_of(x, grad, y) for x, grad, y in zip(op.inputs, grads, op.outputs)]
+    set_id = op.get_attr("process_set_id")
+    return [_allgather_grad_of(x, grad, y, set_id) for x, grad, y in zip(op.inputs, grads, op.outputs)]
 
 
 @tf.RegisterGradient("LockstepBroadcast")
 def _broadcast_grad(op, grad):
-    averaged = _average(_dense(grad, op.outputs[0]))
+    averaged = _average(_dense(grad, op.outputs[0]), op.get_attr("process_set_id"))
     # `* 0` rather than tf.zeros_like: graph optimizers turn zeros_like of a known
     # shape into a constant, which would prune the allreduce on this rank alone.
     return averaged if basics.rank() == op.get_attr("root_rank") else averaged * 0
@@ -97,17 +109,19 @@ def _broadcast_grad(op, grad):
 def _alltoall_grad(op, grad, _grad_splits):
     # Send every row's gradient back to the rank it came from.
     dense = _dense(grad, op.outputs[0])
-    returned, _ = collective("Alltoall", None,
-                             lambda tensor_name: OPS.lockstep_alltoall(dense, op.outputs[1], tensor_name=tensor_name))
+    returned, _ = collective("Alltoall", None, lambda tensor_name: OPS.lockstep_alltoall(
+        dense, op.outputs[1], tensor_name=tensor_name, process_set_id=op.get_attr("process_set_id")))
     return returned, None
 
 
 def _reducescatter_grad_of(op, grad, output):
     dense = _dense(grad, output)
-    gathered = collective("Allgather", None, lambda tensor_name: OPS.lockstep_allgather(dense, tensor_name=tensor_name))
+    set_id = op.get_attr("process_set_id")
+    gathered = collective("Allgather", None, lambda tensor_name: OPS.lockstep_allgather(
+        dense, tensor_name=tensor_name, process_set_id=set_id))
     factor = op.get_attr("prescale_factor") * op.get_attr("postscale_factor")
     if op.get_attr("reduce_op") == Sum:
-        factor *= basics.size()
+        factor *= process_set_size(set_id)
     return gathered if factor == 1.0 else gathered * tf.cast(factor, gathered.dtype)
 
 

@@ -15,6 +15,8 @@ import tensorflow as tf
 from lockstep.common import basics, validation
 from lockstep.common.ops import Adasum, Average, Max, Min, Product, Sum, check_adasum_world
 from lockstep.common.ops import handle_average_backwards_compatibility, to_core_reduce_op
+from lockstep.common.process_sets import process_set_id as registered_id
+from lockstep.common.process_sets import process_set_size
 from lockstep.tensorflow.compression import Compression
 from lockstep.tensorflow.naming import collective
 from lockstep.tensorflow.op_library import OPS
@@ -32,17 +34,18 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="", compressi
     with values divided by the number of ranks for Average. device_dense and
     device_sparse are accepted for ported scripts; lockstep's ops run on the host.
     """
-    _check_global(process_set)
+    set_id = _set_id(process_set)
     op = handle_average_backwards_compatibility(op, average)
     if isinstance(tensor, tf.IndexedSlices):
-        return _gather_indexed_slices([tensor], op, prescale_factor, postscale_factor, name)[0]
+        return _gather_indexed_slices([tensor], op, prescale_factor, postscale_factor, name, process_set)[0]
     tensor = as_tensor(tensor)
     reduce_op, prescale, postscale = _reduction(op, prescale_factor, postscale_factor, ALLREDUCE_OPS, "allreduce",
-                                                [tensor])
+                                                [tensor], set_id)
     compression = validation.check_compressor(compression) or Compression.none
     sent, context = compression.compress(tensor)
     reduced = collective("Allreduce", name, lambda tensor_name: OPS.lockstep_allreduce(
-        sent, reduce_op=reduce_op, prescale_factor=prescale, postscale_factor=postscale, tensor_name=tensor_name))
+        sent, reduce_op=reduce_op, prescale_factor=prescale, postscale_factor=postscale, tensor_name=tensor_name,
+        process_set_id=set_id))
     return compression.decompress(reduced, context)
 
 
@@ -54,7 +57,7 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="", 
     tf.IndexedSlices members are gathered (as in allreduce), the dense ones reduced
     together.
     """
-    _check_global(process_set)
+    set_id = _set_id(process_set)
     tensors = _checked_sequence(tensors)
     if not tensors:
         return tensors
@@ -65,10 +68,10 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="", 
     # Every argument is checked before any collective starts.
     dense_tensors = [as_tensor(tensors[i], f"tensors[{i}]") for i in dense]
     reduce_op, prescale, postscale = _reduction(op, prescale_factor, postscale_factor, ALLREDUCE_OPS,
-                                                "grouped_allreduce", dense_tensors)
+                                                "grouped_allreduce", dense_tensors, set_id)
     if sparse:
         gathered = _gather_indexed_slices([tensors[i] for i in sparse], op, prescale_factor, postscale_factor,
-                                          _suffixed(name, "sparse"))
+                                          _suffixed(name, "sparse"), process_set)
         for position, slices in zip(sparse, gathered):
             results[position] = slices
     if dense:
@@ -76,7 +79,7 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="", 
         compressed = [compression.compress(tensor) for tensor in dense_tensors]
         reduced = collective("GroupedAllreduce", name, lambda tensor_name: OPS.lockstep_grouped_allreduce(
             [sent for sent, _ in compressed], reduce_op=reduce_op, prescale_factor=prescale,
-            postscale_factor=postscale, tensor_name=tensor_name))
+            postscale_factor=postscale, tensor_name=tensor_name, process_set_id=set_id))
         for position, out, (_, context) in zip(dense, reduced, compressed):
             results[position] = compression.decompress(out, context)
     return results
@@ -84,31 +87,32 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="", 
 
 def allgather(tensor, name=None, ignore_name_scope=False, process_set=None):
     """Concatenate every rank's `tensor` along the first dimension (sizes may differ)."""
-    _check_global(process_set)
+    set_id = _set_id(process_set)
     tensor = as_tensor(tensor)
     validation.check_has_first_dim(tensor.shape, "allgather")
-    return collective("Allgather", name, lambda tensor_name: OPS.lockstep_allgather(tensor, tensor_name=tensor_name))
+    return collective("Allgather", name, lambda tensor_name: OPS.lockstep_allgather(
+        tensor, tensor_name=tensor_name, process_set_id=set_id))
 
 
 def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=None):
     """allgather of each tensor, negotiated as one unit; returns a list."""
-    _check_global(process_set)
+    set_id = _set_id(process_set)
     tensors = as_tensor_list(_checked_sequence(tensors))
     if not tensors:
         return tensors
     for tensor in tensors:
         validation.check_has_first_dim(tensor.shape, "grouped_allgather")
-    return collective("GroupedAllgather", name,
-                      lambda tensor_name: OPS.lockstep_grouped_allgather(tensors, tensor_name=tensor_name))
+    return collective("GroupedAllgather", name, lambda tensor_name: OPS.lockstep_grouped_allgather(
+        tensors, tensor_name=tensor_name, process_set_id=set_id))
 
 
 def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set=None):
-    """Return root_rank's `tensor` on every rank."""
-    _check_global(process_set)
+    """Return root_rank's `tensor` on every rank (root_rank is a global rank)."""
+    set_id = _set_id(process_set)
     tensor = as_tensor(tensor)
     root_rank = validation.check_root_rank(root_rank, basics.size())
     return collective("Broadcast", name, lambda tensor_name: OPS.lockstep_broadcast(
-        tensor, root_rank=root_rank, tensor_name=tensor_name))
+        tensor, root_rank=root_rank, tensor_name=tensor_name, process_set_id=set_id))
 
 
 def broadcast_(variables, root_rank, name=None, process_set=None):
@@ -116,8 +120,7 @@ def broadcast_(variables, root_rank, name=None, process_set=None):
     root_rank's values. Returns the variables (in a graph: their assigned values)."""
     from lockstep.tensorflow.variables import broadcast_into  # noqa: PLC0415 (variables imports this module)
 
-    _check_global(process_set)
-    return broadcast_into(variables, root_rank, name)
+    return broadcast_into(variables, root_rank, name, process_set)
 
 
 def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_set=None):
@@ -126,7 +129,7 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_se
     Returns the received rows in rank order, and with splits given also an int32
     tensor of the rows received from each rank.
     """
-    _check_global(process_set)
+    set_id = _set_id(process_set)
     tensor = as_tensor(tensor)
     validation.check_has_first_dim(tensor.shape, "alltoall")
     if splits is None:
@@ -137,7 +140,7 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_se
             raise TypeError(f"splits must hold integers, got dtype {sent_splits.dtype.name}")
         sent_splits = tf.cast(tf.reshape(sent_splits, [-1]), tf.int32)
     received, received_splits = collective("Alltoall", name, lambda tensor_name: OPS.lockstep_alltoall(
-        tensor, sent_splits, tensor_name=tensor_name))
+        tensor, sent_splits, tensor_name=tensor_name, process_set_id=set_id))
     return received if splits is None else (received, received_splits)
 
 
@@ -145,41 +148,43 @@ def reducescatter(tensor, device_dense="", compression=Compression.none, op=Aver
                   ignore_name_scope=False, prescale_factor=1.0, postscale_factor=1.0):
     """Reduce across ranks and return this rank's share of the first dimension
     (the first `rows % size` ranks get one extra row)."""
-    _check_global(process_set)
+    set_id = _set_id(process_set)
     tensor = as_tensor(tensor)
     reduce_op, prescale, postscale = _reduction(op, prescale_factor, postscale_factor, REDUCESCATTER_OPS,
-                                                "reducescatter", [tensor])
+                                                "reducescatter", [tensor], set_id)
     validation.check_has_first_dim(tensor.shape, "reducescatter")
     compression = validation.check_compressor(compression) or Compression.none
     sent, context = compression.compress(tensor)
     scattered = collective("Reducescatter", name, lambda tensor_name: OPS.lockstep_reducescatter(
-        sent, reduce_op=reduce_op, prescale_factor=prescale, postscale_factor=postscale, tensor_name=tensor_name))
+        sent, reduce_op=reduce_op, prescale_factor=prescale, postscale_factor=postscale, tensor_name=tensor_name,
+        process_set_id=set_id))
     return compression.decompress(scattered, context)
 
 
 def grouped_reducescatter(tensors, device_dense="", compression=Compression.none, op=Average, process_set=None,
                           prescale_factor=1.0, postscale_factor=1.0, name=None):
     """reducescatter of each tensor, negotiated as one unit; returns a list."""
-    _check_global(process_set)
+    set_id = _set_id(process_set)
     tensors = as_tensor_list(_checked_sequence(tensors))
     if not tensors:
         return tensors
     reduce_op, prescale, postscale = _reduction(op, prescale_factor, postscale_factor, REDUCESCATTER_OPS,
-                                                "grouped_reducescatter", tensors)
+                                                "grouped_reducescatter", tensors, set_id)
     for tensor in tensors:
         validation.check_has_first_dim(tensor.shape, "grouped_reducescatter")
     compression = validation.check_compressor(compression) or Compression.none
     compressed = [compression.compress(tensor) for tensor in tensors]
     scattered = collective("GroupedReducescatter", name, lambda tensor_name: OPS.lockstep_grouped_reducescatter(
         [sent for sent, _ in compressed], reduce_op=reduce_op, prescale_factor=prescale, postscale_factor=postscale,
-        tensor_name=tensor_name))
+        tensor_name=tensor_name, process_set_id=set_id))
     return [compression.decompress(out, context) for out, (_, context) in zip(scattered, compressed)]
 
 
 def barrier(process_set=None):
-    """Return once every rank has reached the barrier (in a graph: an op that does)."""
-    _check_global(process_set)
-    done = collective("Barrier", None, lambda tensor_name: OPS.lockstep_barrier(tensor_name=tensor_name))
+    """Return once every rank (of the set) has reached the barrier (in a graph: an op that does)."""
+    set_id = _set_id(process_set)
+    done = collective("Barrier", None, lambda tensor_name: OPS.lockstep_barrier(
+        tensor_name=tensor_name, process_set_id=set_id))
     return None if tf.executing_eagerly() else done
 
 
@@ -198,8 +203,12 @@ def rank_op(name=None):
 
 
 def size_op(process_set_id=0, name=None):
-    _check_process_set_id(process_set_id)
-    return OPS.lockstep_size(name=name)
+    """The number of ranks (of the process set), as an int32 op; a set's size is fixed
+    when it is registered, so for sets other than the global one it is a constant."""
+    process_set_id = validation.as_int(process_set_id, "process_set_id")
+    if process_set_id == 0:
+        return OPS.lockstep_size(name=name)
+    return tf.constant(process_set_size(process_set_id), tf.int32, name=name)
 
 
 def local_rank_op(name=None):
@@ -211,7 +220,7 @@ def local_size_op(name=None):
 
 
 def process_set_included_op(process_set_id=0, name=None):
-    """1 if this rank belongs to the process set (only the global set, id 0, exists)."""
+    """1 if this rank belongs to the process set, 0 if not (evaluated when it runs)."""
     return OPS.lockstep_process_set_included(process_set_id=validation.as_int(process_set_id, "process_set_id"),
                                              name=name)
 
@@ -219,11 +228,11 @@ def process_set_included_op(process_set_id=0, name=None):
 # Helpers.
 
 
-def _reduction(op, prescale_factor, postscale_factor, allowed, op_kind, tensors):
+def _reduction(op, prescale_factor, postscale_factor, allowed, op_kind, tensors, set_id):
     """(reduce op int, prescale, postscale), checked while the graph is built."""
     reduce_op = int(to_core_reduce_op(op, allowed, op_kind))
     if reduce_op == Adasum:
-        check_adasum_world(basics.size())
+        check_adasum_world(process_set_size(set_id))
     prescale = validation.as_scale_factor(prescale_factor, "prescale_factor")
     postscale = validation.as_scale_factor(postscale_factor, "postscale_factor")
     if any(tensor.dtype == tf.bool for tensor in tensors):
@@ -234,7 +243,7 @@ def _reduction(op, prescale_factor, postscale_factor, allowed, op_kind, tensors)
     return reduce_op, prescale, postscale
 
 
-def _gather_indexed_slices(slices_list, op, prescale_factor, postscale_factor, name):
+def _gather_indexed_slices(slices_list, op, prescale_factor, postscale_factor, name, process_set):
     """Horovod's allreduce of tf.IndexedSlices: allgather of values and of indices;
     Average divides the gathered values by the number of ranks."""
     if op == Adasum:
@@ -244,12 +253,14 @@ def _gather_indexed_slices(slices_list, op, prescale_factor, postscale_factor, n
         raise NotImplementedError("Only Sum and Average ops are supported with tf.IndexedSlices")
     if prescale_factor != 1.0 or postscale_factor != 1.0:
         raise NotImplementedError("Pre/postscale_factor are not supported with tf.IndexedSlices")
-    values = grouped_allgather([s.values for s in slices_list], name=_suffixed(name, "values"))
-    indices = grouped_allgather([s.indices for s in slices_list], name=_suffixed(name, "indices"))
+    values = grouped_allgather([s.values for s in slices_list], name=_suffixed(name, "values"),
+                               process_set=process_set)
+    indices = grouped_allgather([s.indices for s in slices_list], name=_suffixed(name, "indices"),
+                                process_set=process_set)
     gathered = []
     for slices, value, index in zip(slices_list, values, indices):
         if op == Average:
-            value = value / tf.cast(basics.size(), value.dtype)
+            value = value / tf.cast(process_set_size(_set_id(process_set)), value.dtype)
         gathered.append(tf.IndexedSlices(value, index, dense_shape=slices.dense_shape))
     return gathered
 
@@ -264,13 +275,6 @@ def _checked_sequence(tensors):
     return list(tensors)
 
 
-def _check_global(process_set):
-    """Process sets other than the global one are not available yet."""
-    if process_set is None or getattr(process_set, "process_set_id", None) == 0:
-        return
-    raise NotImplementedError("lockstep supports only the global process set so far")
-
-
-def _check_process_set_id(process_set_id):
-    if validation.as_int(process_set_id, "process_set_id") != 0:
-        raise ValueError(f"process set {process_set_id} is not registered; only the global set (id 0) exists")
+def _set_id(process_set):
+    """The core id of `process_set`; None (Horovod's TF default) is the global set."""
+    return 0 if process_set is None else registered_id(process_set)

@@ -57,7 +57,7 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
         raise NotImplementedError("backward_passes_per_step > 1 is not supported by lockstep.tensorflow yet; "
                                   "accumulate gradients yourself or use lockstep.torch")
     if isinstance(optimizer, tf.compat.v1.train.Optimizer):
-        reducer = GradientReducer(compression, sparse_as_dense, op, gradient_predivide_factor)
+        reducer = GradientReducer(compression, sparse_as_dense, op, gradient_predivide_factor, process_set)
         return _DistributedOptimizer(optimizer, name, use_locking, reducer)
     import keras  # noqa: PLC0415 (plain TF1 scripts need not load Keras)
 
@@ -66,6 +66,6 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
 
         return KerasDistributedOptimizer(optimizer, name=name, compression=compression,
                                          sparse_as_dense=sparse_as_dense, op=op,
-                                         gradient_predivide_factor=gradient_predivide_factor)
+                                         gradient_predivide_factor=gradient_predivide_factor, process_set=process_set)
     raise TypeError("optimizer must be a tf.compat.v1.train.Optimizer or a Keras optimizer, got "
                     f"{type(optimizer).__name__}")

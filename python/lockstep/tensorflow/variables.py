@@ -3,16 +3,18 @@
 import tensorflow as tf
 
 from lockstep.common import basics, validation
+from lockstep.common.process_sets import process_set_id
 from lockstep.tensorflow.naming import collective
 from lockstep.tensorflow.op_library import OPS
 from lockstep.tensorflow.tensors import as_tensor
 
 
-def broadcast_into(variables, root_rank, name=None):
+def broadcast_into(variables, root_rank, name=None, process_set=None):
     """Assign root_rank's value to each variable; all broadcasts are in flight together.
 
     Returns the variables eagerly, and the assigned values in a graph.
     """
+    set_id = 0 if process_set is None else process_set_id(process_set)
     variables = list(variables)
     root_rank = validation.check_root_rank(root_rank, basics.size())
     assignments = []
@@ -20,20 +22,20 @@ def broadcast_into(variables, root_rank, name=None):
         value = as_tensor(variable, f"variable {getattr(variable, 'name', index)}")
         member = name if name is None or len(variables) == 1 else f"{name}.{index}"
         received = collective("BroadcastVariable", member, lambda tensor_name, value=value: OPS.lockstep_broadcast(
-            value, root_rank=root_rank, tensor_name=tensor_name))
+            value, root_rank=root_rank, tensor_name=tensor_name, process_set_id=set_id))
         assignments.append(variable.assign(received))
     return variables if tf.executing_eagerly() else assignments
 
 
-def broadcast_variables(variables, root_rank, name=None):
-    """Assign root_rank's value to each variable on every rank.
+def broadcast_variables(variables, root_rank, name=None, process_set=None):
+    """Assign root_rank's value to each variable on every rank (of the set).
 
     Eagerly this returns None once done; in a graph it returns the op that does it.
     """
     variables = list(variables)
     if not variables:
         return None if tf.executing_eagerly() else tf.no_op()
-    assignments = broadcast_into(variables, root_rank, name)
+    assignments = broadcast_into(variables, root_rank, name, process_set)
     return None if tf.executing_eagerly() else tf.group(*assignments)
 
 

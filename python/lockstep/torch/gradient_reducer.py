@@ -27,6 +27,7 @@ class ReductionSettings:
     prescale_factor: float
     postscale_factor: float
     sparse_as_dense: bool
+    process_set: Any
 
 
 class GradientReducer:
@@ -141,7 +142,8 @@ class GradientReducer:
     def _submit_sparse(self, param, grad, name):
         """Sparse gradients are reduced as Horovod reduces them, by gathering every
         rank's entries (sparse_allreduce_async); a predivide factor cancels out."""
-        handle = sparse_allreduce_async(grad.coalesce(), name=name, op=self._settings.op)
+        handle = sparse_allreduce_async(grad.coalesce(), name=name, op=self._settings.op,
+                                        process_set=self._settings.process_set)
         scale = self._settings.prescale_factor * self._settings.postscale_factor
 
         def complete():
@@ -167,6 +169,7 @@ class GradientReducer:
             "op": self._settings.op,
             "prescale_factor": self._settings.prescale_factor,
             "postscale_factor": self._settings.postscale_factor,
+            "process_set": self._settings.process_set,
         }
 
     # Completion.

@@ -11,6 +11,7 @@ import torch
 from lockstep.common.dispatch import Scaling
 from lockstep.common.ops import Average, handle_average_backwards_compatibility
 from lockstep.common.process import DISPATCHER
+from lockstep.common.process_sets import global_process_set, process_set_id
 from lockstep.common.validation import as_int
 from lockstep.torch.tensors import (
     InPlaceTarget,
@@ -23,44 +24,51 @@ from lockstep.torch.tensors import (
 )
 
 
-def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                    process_set=global_process_set):
     """Start reducing `tensor` across ranks (Average by default) into a new tensor."""
     scaling = Scaling(handle_average_backwards_compatibility(op, average), prescale_factor, postscale_factor)
     source = readable(check_tensor(tensor))
     output, output_ref = new_output_like(source)
-    return DISPATCHER.allreduce(tensor_ref(source), output_ref, scaling, name, lambda result: output)
+    return DISPATCHER.allreduce(tensor_ref(source), output_ref, scaling, name, lambda result: output,
+        ps=process_set_id(process_set))
 
 
-def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                     process_set=global_process_set):
     """Start reducing `tensor` across ranks in place; synchronize() returns `tensor`."""
     scaling = Scaling(handle_average_backwards_compatibility(op, average), prescale_factor, postscale_factor)
     target = InPlaceTarget(check_tensor(tensor))
     ref = target.ref()
-    return DISPATCHER.allreduce(ref, ref, scaling, name, lambda result: target.finish())
+    return DISPATCHER.allreduce(ref, ref, scaling, name, lambda result: target.finish(),
+        ps=process_set_id(process_set))
 
 
-def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+               process_set=global_process_set):
     """Reduce `tensor` across ranks in place and return it."""
     op = handle_average_backwards_compatibility(op, average)
     target = InPlaceTarget(check_tensor(tensor))
     work = target.work
     address = work.data_ptr()
     DISPATCHER.run_allreduce(core_dtype(work.dtype), work.shape, address, address, op, prescale_factor,
-                             postscale_factor, name)
+                             postscale_factor, name, ps=process_set_id(process_set))
     return target.finish()
 
 
-def allreduce_now(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+def allreduce_now(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+                  process_set=global_process_set):
     """Reduce `tensor` across ranks into a new tensor, waiting in a single call into the
     core: the synchronous allreduce without a handle (not differentiable)."""
     source = readable(check_tensor(tensor))
     output = torch.empty_like(source)  # `source` is contiguous, so the output is too
     DISPATCHER.run_allreduce(core_dtype(source.dtype), source.shape, source.data_ptr(), output.data_ptr(), op,
-                             prescale_factor, postscale_factor, name)
+                             prescale_factor, postscale_factor, name, ps=process_set_id(process_set))
     return output
 
 
-def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                            process_set=global_process_set):
     """Start reducing a list of tensors as one negotiated, fused unit into new tensors."""
     scaling = Scaling(handle_average_backwards_compatibility(op, average), prescale_factor, postscale_factor)
     sources = [readable(tensor) for tensor in _checked_list(tensors)]
@@ -70,34 +78,39 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
         [ref for _, ref in outputs],
         scaling,
         name,
-        lambda results: [output for output, _ in outputs],
+        lambda results: [output for output, _ in outputs], ps=process_set_id(process_set)
     )
 
 
-def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                             process_set=global_process_set):
     """Start reducing a list of tensors in place as one unit; synchronize() returns the list."""
     scaling = Scaling(handle_average_backwards_compatibility(op, average), prescale_factor, postscale_factor)
     targets = [InPlaceTarget(tensor) for tensor in _checked_list(tensors)]
     refs = [target.ref() for target in targets]
     return DISPATCHER.grouped_allreduce(
-        refs, refs, scaling, name, lambda results: [target.finish() for target in targets]
+        refs, refs, scaling, name, lambda results: [target.finish() for target in targets],
+            ps=process_set_id(process_set)
     )
 
 
-def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                       process_set=global_process_set):
     """Reduce a list of tensors in place as one unit and return the list."""
-    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor, postscale_factor))
+    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor, postscale_factor,
+                                                process_set))
 
 
-def allgather_async(tensor, name=None):
+def allgather_async(tensor, name=None, process_set=global_process_set):
     """Start concatenating every rank's `tensor` along the first dimension."""
     source = readable(check_tensor(tensor))
     return DISPATCHER.allgather(
-        tensor_ref(source), name, lambda result: tensor_from_result(result, source.dtype)
+        tensor_ref(source), name, lambda result: tensor_from_result(result, source.dtype),
+            ps=process_set_id(process_set)
     )
 
 
-def grouped_allgather_async(tensors, name=None):
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     """Start allgathering a list of tensors as one negotiated unit; synchronize()
     returns the list of gathered tensors."""
     sources = [readable(tensor) for tensor in _checked_list(tensors)]
@@ -105,10 +118,12 @@ def grouped_allgather_async(tensors, name=None):
         [tensor_ref(source) for source in sources],
         name,
         lambda results: [tensor_from_result(result, source.dtype) for result, source in zip(results, sources)],
+            ps=process_set_id(process_set)
     )
 
 
-def grouped_reducescatter_async(tensors, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+def grouped_reducescatter_async(tensors, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+                                process_set=global_process_set):
     """Start reducescattering a list of tensors as one negotiated unit; synchronize()
     returns the list of this rank's shares."""
     sources = [readable(tensor) for tensor in _checked_list(tensors)]
@@ -117,29 +132,32 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, prescale_factor=
         Scaling(op, prescale_factor, postscale_factor),
         name,
         lambda results: [tensor_from_result(result, source.dtype) for result, source in zip(results, sources)],
+            ps=process_set_id(process_set)
     )
 
 
-def broadcast_async(tensor, root_rank, name=None):
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     """Start copying root_rank's `tensor` into a new tensor on every rank."""
     source = readable(check_tensor(tensor))
     output, output_ref = new_output_like(source)
-    return DISPATCHER.broadcast(tensor_ref(source), output_ref, root_rank, name, lambda result: output)
+    return DISPATCHER.broadcast(tensor_ref(source), output_ref, root_rank, name, lambda result: output,
+        ps=process_set_id(process_set))
 
 
-def broadcast_async_(tensor, root_rank, name=None):
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """Start overwriting `tensor` with root_rank's values; synchronize() returns `tensor`."""
     target = InPlaceTarget(check_tensor(tensor))
     ref = target.ref()
-    return DISPATCHER.broadcast(ref, ref, root_rank, name, lambda result: target.finish())
+    return DISPATCHER.broadcast(ref, ref, root_rank, name, lambda result: target.finish(),
+        ps=process_set_id(process_set))
 
 
-def broadcast_(tensor, root_rank, name=None):
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
     """Overwrite `tensor` with root_rank's values and return it."""
-    return synchronize(broadcast_async_(tensor, root_rank, name))
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
 
 
-def alltoall_async(tensor, splits=None, name=None):
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     """Start sending splits[i] rows of `tensor` to rank i (equal shares without splits).
 
     synchronize() returns (received rows in rank order, int32 rows received per rank).
@@ -152,16 +170,18 @@ def alltoall_async(tensor, splits=None, name=None):
         received_splits = torch.tensor(list(result.received_splits), dtype=torch.int32)
         return tensor_from_result(result, source.dtype), received_splits
 
-    return DISPATCHER.alltoall(tensor_ref(source), splits, name, finish)
+    return DISPATCHER.alltoall(tensor_ref(source), splits, name, finish, ps=process_set_id(process_set))
 
 
-def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+                        process_set=global_process_set):
     """Start reducing across ranks; the result is this rank's share of the first
     dimension (the first `rows % size` ranks get one extra row)."""
     source = readable(check_tensor(tensor))
     scaling = Scaling(op, prescale_factor, postscale_factor)
     return DISPATCHER.reducescatter(
-        tensor_ref(source), scaling, name, lambda result: tensor_from_result(result, source.dtype)
+        tensor_ref(source), scaling, name, lambda result: tensor_from_result(result, source.dtype),
+            ps=process_set_id(process_set)
     )
 
 
@@ -185,9 +205,9 @@ def _is_sparse_handle(handle):
     return isinstance(handle, SparseHandle)
 
 
-def barrier():
+def barrier(process_set=global_process_set):
     """Return once every rank has called barrier()."""
-    synchronize(DISPATCHER.barrier())
+    synchronize(DISPATCHER.barrier(process_set_id(process_set)))
 
 
 def join(device=-1):

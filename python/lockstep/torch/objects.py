@@ -9,6 +9,7 @@ import torch
 from lockstep.common import basics
 from lockstep.common.objects import ObjectCollectives
 from lockstep.common.process import NAMER
+from lockstep.common.process_sets import global_process_set
 from lockstep.torch import mpi_ops
 
 
@@ -17,22 +18,22 @@ def _as_tensor(array):
     return torch.from_numpy(array if array.flags.writeable else array.copy())
 
 
-def _broadcast_bytes(array, root_rank, name):
-    return mpi_ops.synchronize(mpi_ops.broadcast_async(_as_tensor(array), root_rank, name)).numpy()
+def _broadcast_bytes(array, root_rank, name, process_set):
+    return mpi_ops.synchronize(mpi_ops.broadcast_async(_as_tensor(array), root_rank, name, process_set)).numpy()
 
 
-def _allgather_bytes(array, name):
-    return mpi_ops.synchronize(mpi_ops.allgather_async(_as_tensor(array), name)).numpy()
+def _allgather_bytes(array, name, process_set):
+    return mpi_ops.synchronize(mpi_ops.allgather_async(_as_tensor(array), name, process_set)).numpy()
 
 
 _OBJECTS = ObjectCollectives(_broadcast_bytes, _allgather_bytes, NAMER, basics.rank)
 
 
-def broadcast_object(obj, root_rank=0, name=None):
-    """Return root_rank's picklable `obj` on every rank."""
-    return _OBJECTS.broadcast_object(obj, root_rank, name)
+def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
+    """Return root_rank's picklable `obj` on every rank (of the set)."""
+    return _OBJECTS.broadcast_object(obj, root_rank, name, process_set)
 
 
-def allgather_object(obj, name=None):
-    """Return the list of every rank's picklable `obj`, in rank order."""
-    return _OBJECTS.allgather_object(obj, name)
+def allgather_object(obj, name=None, process_set=global_process_set):
+    """Return the list of every rank's (of the set) picklable `obj`, in rank order."""
+    return _OBJECTS.allgather_object(obj, name, process_set)

@@ -13,6 +13,7 @@ import torch
 from lockstep.common import basics, validation
 from lockstep.common.exceptions import OptimizerUsageError
 from lockstep.common.ops import Adasum, Average, Sum, check_adasum_world, predivided_scaling, to_core_reduce_op
+from lockstep.common.process_sets import global_process_set, process_set_id, process_set_size
 from lockstep.torch.adasum_optimizer import adasum_optimizer
 from lockstep.torch.compression import Compression
 from lockstep.torch.gradient_reducer import GradientReducer, ReductionSettings
@@ -89,6 +90,7 @@ def DistributedOptimizer(  # noqa: N802 - Horovod's name for this factory
     num_groups=0,
     groups=None,
     sparse_as_dense=False,
+    process_set=global_process_set,
 ):
     """Wrap `optimizer` so that step() applies gradients averaged (or summed) over all ranks.
 
@@ -100,8 +102,11 @@ def DistributedOptimizer(  # noqa: N802 - Horovod's name for this factory
     groups: None, a number of groups to split the parameters into, or lists of
     parameters; each group is reduced as one fused unit (num_groups: Horovod's
     deprecated name for a number of groups).
+    process_set: average over the ranks of this set only; every rank of the set must
+    wrap its optimizer alike, and ranks outside it cannot use it.
     """
     basics.require_initialized()
+    set_size = _check_process_set(process_set)
     if num_groups:
         warnings.warn("num_groups is deprecated (as in Horovod); pass groups=", DeprecationWarning, stacklevel=2)
         groups = num_groups if groups is None else groups
@@ -113,11 +118,13 @@ def DistributedOptimizer(  # noqa: N802 - Horovod's name for this factory
     if passes < 1:
         raise ValueError(f"backward_passes_per_step must be at least 1, got {passes}")
     if _is_adasum(op):
+        if process_set is not global_process_set:
+            raise ValueError("the Adasum DistributedOptimizer runs on the global process set only")
         if basics.size() > 1:
             # Gradients accumulate locally until step(), which combines the updates.
             return _adasum_optimizer(optimizer, named_parameters, compression, gradient_predivide_factor)
         op = Sum  # one rank has nothing to combine with (no hooks are registered)
-    settings = _reduction_settings(compression, op, gradient_predivide_factor, sparse_as_dense)
+    settings = _reduction_settings(compression, op, gradient_predivide_factor, sparse_as_dense, process_set)
     named = resolve_named_parameters(optimizer.param_groups, named_parameters)
     trainable = [(name, param) for name, param in named if param.requires_grad]
     reducer = GradientReducer(trainable, settings, passes, resolve_groups(groups, trainable))
@@ -126,7 +133,7 @@ def DistributedOptimizer(  # noqa: N802 - Horovod's name for this factory
     distributed._lockstep_synchronized = False
     distributed._lockstep_should_synchronize = True
     # One rank has nothing to average with; like Horovod, skip the hooks entirely.
-    if basics.size() > 1:
+    if set_size > 1:
         reducer.register_hooks()
     return distributed
 
@@ -146,13 +153,22 @@ def _adasum_optimizer(optimizer, named_parameters, compression, gradient_predivi
     return adasum_optimizer(optimizer, named, compression)
 
 
-def _reduction_settings(compression, op, gradient_predivide_factor, sparse_as_dense):
+def _check_process_set(process_set):
+    """The set's size; ValueError unless it is registered and this rank is in it."""
+    set_id = process_set_id(process_set)
+    if set_id != 0 and not process_set.included():
+        raise ValueError(f"this rank ({basics.rank()}) is not in {process_set}; only its members can use a "
+                         "DistributedOptimizer on it")
+    return process_set_size(set_id)
+
+
+def _reduction_settings(compression, op, gradient_predivide_factor, sparse_as_dense, process_set):
     compression = validation.check_compressor(compression) or Compression.none
     op = int(to_core_reduce_op(op, (Average, Sum), "DistributedOptimizer"))
     prescale, postscale = predivided_scaling(op, gradient_predivide_factor)
     if not isinstance(sparse_as_dense, bool):
         raise TypeError(f"sparse_as_dense must be a bool, got {type(sparse_as_dense).__name__}")
-    return ReductionSettings(compression, op, prescale, postscale, sparse_as_dense)
+    return ReductionSettings(compression, op, prescale, postscale, sparse_as_dense, process_set)
 
 
 def _subclass_instance(optimizer):

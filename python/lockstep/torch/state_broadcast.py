@@ -15,6 +15,7 @@ from typing import Any, Tuple
 import torch
 
 from lockstep.common import basics, validation
+from lockstep.common.process_sets import global_process_set
 from lockstep.torch import mpi_ops
 from lockstep.torch.objects import broadcast_object
 from lockstep.torch.tensors import check_tensor, readable
@@ -23,19 +24,21 @@ _PARAMETERS_PREFIX = "broadcast_parameters"
 _OPTIMIZER_PREFIX = "broadcast_optimizer_state"
 
 
-def broadcast_parameters(params, root_rank):
+def broadcast_parameters(params, root_rank, process_set=global_process_set):
     """Overwrite every tensor in `params` with root_rank's values, in place.
 
     `params` is a state_dict (or any mapping of names to tensors), or an iterable
     of (name, tensor) pairs such as model.named_parameters(), or of tensors.
+    With a process set, only its ranks take part; root_rank is a global rank.
     """
     root_rank = validation.check_root_rank(root_rank, basics.size())
     named = _named_tensors(params)
-    _broadcast_in_place([(f"{_PARAMETERS_PREFIX}.{name}", tensor) for name, tensor in named], root_rank)
+    _broadcast_in_place([(f"{_PARAMETERS_PREFIX}.{name}", tensor) for name, tensor in named], root_rank,
+                        process_set)
 
 
-def broadcast_optimizer_state(optimizer, root_rank):
-    """Give every rank root_rank's optimizer state: hyperparameters and buffers."""
+def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_set):
+    """Give every rank (of the set) root_rank's optimizer state: hyperparameters and buffers."""
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
     root_rank = validation.check_root_rank(root_rank, basics.size())
@@ -44,11 +47,12 @@ def broadcast_optimizer_state(optimizer, root_rank):
         layout, tensors = _split_tensors(optimizer.state_dict())
     else:
         layout, tensors = None, []
-    layout = broadcast_object(layout, root_rank, name=f"{_OPTIMIZER_PREFIX}.layout")
+    layout = broadcast_object(layout, root_rank, name=f"{_OPTIMIZER_PREFIX}.layout", process_set=process_set)
     if not is_root:
         slots = sorted(_slots(layout), key=lambda slot: slot.index)
         tensors = [torch.empty(slot.shape, dtype=slot.dtype) for slot in slots]
-    _broadcast_in_place([(f"{_OPTIMIZER_PREFIX}.{index}", t) for index, t in enumerate(tensors)], root_rank)
+    _broadcast_in_place([(f"{_OPTIMIZER_PREFIX}.{index}", t) for index, t in enumerate(tensors)], root_rank,
+                        process_set)
     if not is_root:
         optimizer.load_state_dict(_fill_tensors(layout, tensors))
 
@@ -92,9 +96,10 @@ def _check_unique(names):
         raise ValueError(f"parameter names must be unique; duplicates: {', '.join(sorted(set(duplicates)))}")
 
 
-def _broadcast_in_place(named_tensors, root_rank):
+def _broadcast_in_place(named_tensors, root_rank, process_set):
     # All submitted before any is awaited, so the core can fuse and overlap them.
-    handles = [mpi_ops.broadcast_async_(tensor, root_rank, name=name) for name, tensor in named_tensors]
+    handles = [mpi_ops.broadcast_async_(tensor, root_rank, name=name, process_set=process_set)
+               for name, tensor in named_tensors]
     for handle in handles:
         mpi_ops.synchronize(handle)
 

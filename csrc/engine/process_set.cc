@@ -1,0 +1,60 @@
+#include "engine/process_set.h"
+
+#include "engine/process_set_table.h"
+
+namespace lockstep {
+namespace {
+
+// Shared memory (also the hierarchical allreduce's) only for the global set: its
+// window is never freed before MPI_Finalize (freeing is collective), so sets added
+// and removed at run time would leak one window each. With autotuning free to pick
+// them, the window is made as large as any chunk it may try and exists from 2 ranks,
+// so the switch can be tried there too.
+int ShmMinRanks(int32_t id, const Config& config) {
+  if (id != 0) return 0;
+  if (!config.autotune || config.shm_allreduce_set) return config.shm_allreduce_min_ranks;
+  return 2;
+}
+
+int64_t ShmWindowBytes(const Config& config) {
+  return config.autotune && !config.chunk_bytes_set ? MpiBackend::kShmMaxBytes : config.chunk_bytes;
+}
+
+std::vector<std::string> HostnamesOf(const std::vector<int>& ranks,
+                                     const std::vector<std::string>& hostnames) {
+  std::vector<std::string> mine;
+  for (int rank : ranks) mine.push_back(hostnames.at(rank));
+  return mine;
+}
+
+}  // namespace
+
+ProcessSet::ProcessSet(int32_t id, MPI_Comm comm, std::vector<int> ranks, const Topology& topology,
+                       const Config& config, const Logger& logger, const MpiTypes& types,
+                       Timeline& timeline, Controller::IdleWait idle_wait,
+                       const std::vector<std::string>& hostnames, CallClock& clock)
+    : id_(id),
+      comm_(comm),
+      ranks_(std::move(ranks)),
+      topology_(topology),
+      backend_(comm, types, ShmWindowBytes(config), ShmMinRanks(id, config),
+               id == 0 && config.hierarchical_allreduce, clock),
+      controller_(comm, topology_, config, logger, std::move(idle_wait),
+                  HostnamesOf(ranks_, hostnames)),
+      runner_(topology_, backend_, timeline, config.chunk_bytes) {
+  if (id_ != 0) controller_.SetScope(Scope());
+}
+
+std::string ProcessSet::Scope() const {
+  if (id_ == 0) return "";
+  return " (on process set " + std::to_string(id_) + ", whose ranks 0, 1, ... are global ranks " +
+         DescribeRanks(ranks_) + ")";
+}
+
+ProcessSet::~ProcessSet() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (id_ != 0 && !finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,56 @@
+// One process set as the background thread runs it: its communicator, backend,
+// negotiation (controller, with its own response cache, coordinator and stall
+// inspector), op runner and the ops pending in it. The engine holds one per set this
+// rank belongs to, the global set (id 0) included, and runs a cycle of each in id
+// order, so ranks meet in every set's collectives in the same order.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/mpi/mpi_ops.h"
+#include "engine/op_runner.h"
+#include "engine/tensor_queue.h"
+#include "negotiation/controller.h"
+
+namespace lockstep {
+
+class ProcessSet {
+ public:
+  // Takes ownership of `comm` unless it is the engine's global communicator (id 0).
+  // `hostnames`: every global rank's host, for messages about unresponsive peers.
+  // `clock`: where the backend marks its blocking calls, for the engine's watchdog.
+  ProcessSet(int32_t id, MPI_Comm comm, std::vector<int> ranks, const Topology& topology,
+             const Config& config, const Logger& logger, const MpiTypes& types, Timeline& timeline,
+             Controller::IdleWait idle_wait, const std::vector<std::string>& hostnames,
+             CallClock& clock);
+  ~ProcessSet();
+  ProcessSet(const ProcessSet&) = delete;
+  ProcessSet& operator=(const ProcessSet&) = delete;
+
+  int32_t id() const { return id_; }
+  const std::vector<int>& ranks() const { return ranks_; }  // global ranks, ascending
+  // Appended to messages that number ranks within the set; empty for the global set.
+  std::string Scope() const;
+  const Topology& topology() const { return topology_; }
+  bool shm_active() const { return backend_.shm_active(); }
+  MpiBackend& backend() { return backend_; }
+  Controller& controller() { return controller_; }
+  OpRunner& runner() { return runner_; }
+  std::unordered_map<std::string, TensorEntry>& pending() { return pending_; }
+
+ private:
+  int32_t id_;
+  MPI_Comm comm_;
+  std::vector<int> ranks_;
+  Topology topology_;
+  MpiBackend backend_;
+  Controller controller_;
+  OpRunner runner_;
+  std::unordered_map<std::string, TensorEntry> pending_;
+};
+
+}  // namespace lockstep

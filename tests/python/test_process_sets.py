@@ -1,0 +1,40 @@
+"""Process sets under mpirun at 3 and 4 ranks (the disjoint even/odd sets need 4 to
+both have two members; at 3 the odd set is a single rank)."""
+
+import pytest
+from mpi_harness import run_ranks
+
+RANK_COUNTS = pytest.mark.parametrize("ranks", [3, 4], ids=lambda n: f"np{n}")
+
+
+@RANK_COUNTS
+def test_numpy_collectives_on_sets_dynamic_changes_and_errors(ranks, built_extension):
+    run_ranks("process_sets.py", ranks).assert_all_ranks_passed(ranks)
+
+
+@RANK_COUNTS
+def test_torch_optimizer_and_collectives_on_a_set(ranks, built_extension):
+    run_ranks("process_sets_torch.py", ranks).assert_all_ranks_passed(ranks)
+
+
+def test_tensorflow_ops_on_a_set(built_extension):
+    """4 ranks: two disjoint sets of two (TensorFlow's start-up makes more runs costly)."""
+    run_ranks("process_sets_tf.py", 4, timeout=240).assert_all_ranks_passed(4)
+
+
+def test_stall_inside_a_set_fails_its_waiting_member(built_extension, tmp_path):
+    run = run_ranks("process_sets_stall.py", 3, timeout=60, args=[tmp_path],
+                    env={"LOCKSTEP_STALL_CHECK_TIME_SECONDS": "1", "LOCKSTEP_STALL_SHUTDOWN_TIME_SECONDS": "3"})
+    run.assert_all_ranks_passed(3)
+    assert "on process set 1, whose ranks 0, 1, ... are global ranks [0, 2])" in run.stderr, run.describe()
+
+
+def test_jax_collectives_and_optimizer_on_a_set(built_extension):
+    run_ranks("process_sets_jax.py", 4, timeout=180).assert_all_ranks_passed(4)
+
+
+def test_keras_optimizer_on_a_set(built_extension):
+    """The JAX backend, the quickest to start; the reducers of the TensorFlow and torch
+    backends run the process-set ops tested above."""
+    run = run_ranks("process_sets_keras.py", 4, timeout=180, env={"KERAS_BACKEND": "jax"})
+    run.assert_all_ranks_passed(4)
