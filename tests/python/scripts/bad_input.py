@@ -30,9 +30,10 @@ else:
     import lockstep.numpy as hvd
 
 CLEAR_ERRORS = (TypeError, ValueError, RuntimeError, NotImplementedError)
-# Functions that take no arguments, change the process's state, or write files.
+# Functions that take no arguments, change the process's state, or write files
+# (process sets: tests/python/test_process_sets.py covers their bad arguments).
 SKIPPED = {"init", "shutdown", "join", "barrier", "start_timeline", "stop_timeline", "SyncBatchNorm",
-           "is_initialized"}
+           "is_initialized", "add_process_set", "remove_process_set"}
 
 
 def tensor(values=(1.0, 2.0, 3.0, 4.0, 5.0, 6.0), dtype="float32"):
@@ -84,6 +85,10 @@ def good_arguments(size):
         "allgather_object": lambda: (({"a": 1},), {"name": None}),
         "poll": lambda: ((hvd.allreduce_async(t(), name=None),), {}),
         "synchronize": lambda: ((hvd.allreduce_async(t(), name=None),), {}),
+        "grouped_allgather": lambda: (([rows(), rows()],), {"name": None}),
+        "grouped_allgather_async": lambda: (([rows(), rows()],), {"name": None}),
+        "grouped_reducescatter": lambda: (([rows(), rows()],), {"name": None, "op": hvd.Sum}),
+        "grouped_reducescatter_async": lambda: (([rows(), rows()],), {"name": None, "op": hvd.Sum}),
     }
     if FRONTEND == "torch":
         common.update({
@@ -91,10 +96,6 @@ def good_arguments(size):
             "broadcast_async_": lambda: ((t(), 0), {"name": None}),
             "grouped_allreduce_": lambda: (([t(), t()],), {"name": None, "op": hvd.Sum}),
             "grouped_allreduce_async_": lambda: (([t(), t()],), {"name": None, "op": hvd.Sum}),
-            "grouped_allgather": lambda: (([rows(), rows()],), {"name": None}),
-            "grouped_allgather_async": lambda: (([rows(), rows()],), {"name": None}),
-            "grouped_reducescatter": lambda: (([rows(), rows()],), {"name": None, "op": hvd.Sum}),
-            "grouped_reducescatter_async": lambda: (([rows(), rows()],), {"name": None, "op": hvd.Sum}),
             "sparse_allreduce_async": lambda: ((t().reshape(2, 3).to_sparse(), "sparse.in"), {"op": hvd.Sum}),
             "broadcast_parameters": lambda: (({"w": t()},), {"root_rank": 0}),
             "broadcast_optimizer_state": lambda: ((_optimizer(),), {"root_rank": 0}),
