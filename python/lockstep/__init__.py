@@ -7,14 +7,16 @@ compiled core and can report a broken build instead of failing on it.
 """
 
 import importlib
+import importlib.util
 
 __version__ = "0.1.0"
 
 
 def __getattr__(name):
-    if name.startswith("_"):
-        # Private names are submodules (`from lockstep import _core` asks here before
-        # importing it); answering through the API would import it circularly.
+    if name.startswith("_") or importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        # Submodules (`from lockstep import _core`, `from . import run_hosts`) are asked
+        # for here before they are imported; answering through the API would import the
+        # compiled core, circularly or where it is broken.
         raise AttributeError(f"module 'lockstep' has no attribute {name!r}")
     api = importlib.import_module("lockstep.common.api")
     if name not in dir(api):

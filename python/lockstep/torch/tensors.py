@@ -33,8 +33,8 @@ def check_tensor(tensor, what="tensor"):
     if not tensor.is_cpu:
         problem = _core.nccl_info()["problem"] or "lockstep's GPU collectives are not implemented yet"
         raise ValueError(
-            f"{what} is on device {tensor.device}, but {problem}: only CPU tensors are supported "
-            "here; move it with tensor.cpu()"
+            f"{what} is on device {tensor.device}, but only CPU tensors are supported here (GPU: {problem}); "
+            "move it with tensor.cpu()"
         )
     if tensor.layout != torch.strided:
         raise ValueError(f"{what} has layout {tensor.layout}; only dense (strided) tensors are supported")

@@ -16,7 +16,7 @@ def main():
     address = data.__array_interface__["data"][0]
     expect_error(hvd.InvalidArgumentError, ["is on GPU 0, but", problem], _core.enqueue_op,
                  _core.OpType.ALLREDUCE, "gpu.tensor", _core.DataType.FLOAT32, [4], address, address,
-                 _core.ReduceOp.SUM, 1.0, 1.0, 0, 0)
+                 _core.ReduceOp.SUM, 1.0, 1.0, 0, 0, 0)
     assert_equal(hvd.allreduce(np.full(3, rank, np.int32), op=hvd.Sum), np.full(3, sum(range(size)), np.int32),
                  "a CPU allreduce after the refused GPU tensor")
     hvd.shutdown()
