@@ -12,7 +12,12 @@ namespace {
               Status::Code::kInvalidArgument);
 }
 
+// After ValidateByteCount: a shape with a zero dimension is empty however large its
+// other dimensions (their product may not fit), and any other shape's product fits.
 int64_t Elements(const OpSpec& spec) {
+  for (int64_t d : spec.shape) {
+    if (d == 0) return 0;
+  }
   int64_t n = 1;
   for (int64_t d : spec.shape) n *= d;
   return n;
