@@ -10,7 +10,8 @@ namespace lockstep {
 
 // NcclBuilt(): the NCCL_VERSION_CODE built against, 0 without the GPU backend.
 int BuiltNcclVersion();
-// GetNcclInfo(): loads libnccl and probes CUDA on the first call.
+// GetNcclInfo(): loads libnccl and probes CUDA on the first call; later calls return
+// the same answer.
 NcclInfo QueryNcclInfo();
 
 }  // namespace lockstep

@@ -143,11 +143,7 @@ bool MpiBuilt() { return true; }
 // GPU when nccl_built() is nonzero. GetNcclInfo() reports what the build has.
 int NcclBuilt() { return 0; }
 
-NcclInfo GetNcclInfo() {
-  // Probing CUDA and opening libnccl cost milliseconds; the answer does not change.
-  static const NcclInfo info = QueryNcclInfo();
-  return info;
-}
+NcclInfo GetNcclInfo() { return QueryNcclInfo(); }
 
 void StartTimeline(const std::string& path, bool mark_cycles) {
   auto engine = RunningEngine();

@@ -313,9 +313,9 @@ def backend_status():
     except ImportError as error:
         detail = f"lockstep._core not importable: {error}"
         return [("MPI", False, detail), ("NCCL", False, detail)]
+    nccl = core.nccl_info()
     return [("MPI", bool(core.mpi_built()), mpi_library_version()),
-            ("NCCL", bool(core.nccl_built()) and not core.nccl_info()["problem"],
-             nccl_description(core.nccl_info(), core.nccl_built()))]
+            ("NCCL", bool(core.nccl_built()) and not nccl["problem"], nccl_description(nccl, core.nccl_built()))]
 
 
 def nccl_version_text(code):

@@ -9,7 +9,9 @@ namespace lockstep {
 
 int BuiltNcclVersion() { return NCCL_VERSION_CODE; }
 
-NcclInfo QueryNcclInfo() {
+namespace {
+
+NcclInfo Query() {
   NcclInfo info;
   info.built_version = NCCL_VERSION_CODE;
   const NcclLibrary& library = LoadNcclLibrary();
@@ -25,6 +27,15 @@ NcclInfo QueryNcclInfo() {
   } else if (!library.loaded) {
     info.problem = library.load_error;
   }
+  return info;
+}
+
+}  // namespace
+
+NcclInfo QueryNcclInfo() {
+  // The library is opened once per process and the driver's answer does not change;
+  // probing again would cost milliseconds per call (and per Init()).
+  static const NcclInfo info = Query();
   return info;
 }
 
