@@ -13,6 +13,7 @@
 
 #include "backends/mpi/mpi_ops.h"
 #include "engine/op_runner.h"
+#include "engine/timeline.h"
 #include "engine/tensor_queue.h"
 #include "negotiation/controller.h"
 
