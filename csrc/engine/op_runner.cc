@@ -3,24 +3,44 @@
 namespace lockstep {
 
 OpRunner::OpRunner(const Topology& topology, Backend& host_transport, PhaseRecorder& phases,
-                   int64_t chunk_bytes)
-    : host_(topology, host_transport, phases, chunk_bytes) {}
+                   int64_t chunk_bytes, const GpuCollectivesOptions& gpu)
+    : host_(topology, host_transport, phases, chunk_bytes), gpu_options_(gpu) {
+  gpu_options_.topology = topology;
+  gpu_options_.host = &host_;
+  gpu_options_.phases = &phases;
+}
 
-Collectives& OpRunner::CollectivesFor(const Response& response) {
+OpRunner::~OpRunner() = default;
+
+Collectives& OpRunner::CollectivesFor(const Response& response,
+                                      const std::vector<TensorEntry*>& entries) {
   const bool carries_data =
       response.type != ResponseType::kBarrier && response.type != ResponseType::kJoin;
   if (response.device < 0 || !carries_data) return host_;
-  throw Error("tensor '" + response.names.front() +
-              "' is on a GPU, but lockstep has no GPU collectives to run it with");
+  if (!gpu_) {
+    // Made collectively: every member of the set meets its first GPU response in the
+    // same cycle. A rank that joined has no tensor here and uses its process's GPU.
+    GpuCollectivesOptions options = gpu_options_;
+    options.device = BoundGpuDevice() >= 0 ? BoundGpuDevice() : 0;
+    for (const TensorEntry* entry : entries) {
+      if (entry != nullptr) options.device = entry->spec.device;
+    }
+    gpu_ = MakeGpuCollectives(options);
+  }
+  return *gpu_;
 }
 
 std::vector<OpResult> OpRunner::Run(const Response& response,
                                     const std::vector<TensorEntry*>& entries) {
   std::vector<LocalTensor> tensors(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
-    if (entries[i] != nullptr) tensors[i].spec = &entries[i]->spec;
+    if (entries[i] == nullptr) continue;
+    tensors[i].spec = &entries[i]->spec;
+    tensors[i].ready = entries[i]->ready_event.get();
   }
-  return CollectivesFor(response).Run(response, tensors);
+  return CollectivesFor(response, entries).Run(response, tensors);
 }
+
+std::string OpRunner::Poll() { return gpu_ ? gpu_->Poll() : std::string(); }
 
 }  // namespace lockstep

@@ -1,10 +1,14 @@
 // Runs one planned response on this rank by handing it to the collectives of the
-// memory its tensors live in. Host memory only so far (HostCollectives: MPI and
-// shared memory); barrier and join carry no data and run on the host path.
+// memory its tensors live in: host memory (HostCollectives: MPI and shared memory) or
+// a GPU (the collectives behind backends/gpu_collectives.h, made at the set's first
+// GPU response). Barrier and join carry no data and always run on the host path.
 #pragma once
 
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "backends/gpu_collectives.h"
 #include "backends/host/host_collectives.h"
 #include "engine/tensor_queue.h"
 #include "wire/message.h"
@@ -13,18 +17,25 @@ namespace lockstep {
 
 class OpRunner {
  public:
+  // `gpu` describes the set for its GPU collectives (its device is taken from the
+  // first GPU response).
   OpRunner(const Topology& topology, Backend& host_transport, PhaseRecorder& phases,
-           int64_t chunk_bytes);
+           int64_t chunk_bytes, const GpuCollectivesOptions& gpu);
+  ~OpRunner();
 
   // entries[i] is this rank's tensor for response.names[i], or nullptr when this rank
   // has joined. Returns one result per name; throws Error if the collective fails.
   std::vector<OpResult> Run(const Response& response, const std::vector<TensorEntry*>& entries);
   void set_chunk_bytes(int64_t chunk_bytes) { host_.set_chunk_bytes(chunk_bytes); }
+  // A failure of the GPU collectives since the last call (see Collectives::Poll).
+  std::string Poll();
 
  private:
-  Collectives& CollectivesFor(const Response& response);
+  Collectives& CollectivesFor(const Response& response, const std::vector<TensorEntry*>& entries);
 
   HostCollectives host_;
+  GpuCollectivesOptions gpu_options_;
+  std::unique_ptr<Collectives> gpu_;  // made at the first GPU response
 };
 
 }  // namespace lockstep

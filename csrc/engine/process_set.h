@@ -13,8 +13,8 @@
 
 #include "backends/mpi/mpi_ops.h"
 #include "engine/op_runner.h"
-#include "engine/timeline.h"
 #include "engine/tensor_queue.h"
+#include "engine/timeline.h"
 #include "negotiation/controller.h"
 
 namespace lockstep {
