@@ -25,7 +25,13 @@ Collectives& OpRunner::CollectivesFor(const Response& response,
     for (const TensorEntry* entry : entries) {
       if (entry != nullptr) options.device = entry->spec.device;
     }
-    gpu_ = MakeGpuCollectives(options);
+    if (!gpu_failure_.empty()) throw Error(gpu_failure_);
+    try {
+      gpu_ = MakeGpuCollectives(options);
+    } catch (const Error& e) {
+      gpu_failure_ = e.what();
+      throw;
+    }
   }
   return *gpu_;
 }

@@ -36,6 +36,9 @@ class OpRunner {
   HostCollectives host_;
   GpuCollectivesOptions gpu_options_;
   std::unique_ptr<Collectives> gpu_;  // made at the first GPU response
+  // Why making them failed: making them is collective, so it is tried once and later
+  // GPU responses fail with the same message on every member.
+  std::string gpu_failure_;
 };
 
 }  // namespace lockstep

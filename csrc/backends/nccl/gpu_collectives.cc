@@ -26,8 +26,11 @@ constexpr double kShutdownDrainSeconds = 10.0;
 
 class DeviceCollectives : public Collectives {
  public:
+  // The local part: device, stream, staging. Throws Error.
   explicit DeviceCollectives(const GpuCollectivesOptions& options);
   ~DeviceCollectives() override;
+  // The collective part (options.operations == kNccl): the set's communicator.
+  void Connect();
   std::vector<OpResult> Run(const Response& response,
                             const std::vector<LocalTensor>& tensors) override;
   std::string Poll() override;
@@ -53,14 +56,18 @@ DeviceCollectives::DeviceCollectives(const GpuCollectivesOptions& options)
                std::make_shared<DeviceStream>(options.device))),
       staged_(*options.host, stream_),
       inflight_(options.device, options.nccl_timeout_seconds) {
-  if (options.operations == GpuOperations::kNccl) {
-    const NcclLibrary& library = LoadNcclLibrary();
-    if (!library.loaded) throw Error("GPU collectives cannot use NCCL: " + library.load_error);
-    comm_ = std::make_unique<NcclCommunicator>(options.comm, options.topology.rank,
-                                               options.topology.size, library);
-    nccl_ = std::make_unique<NcclOps>(library, *comm_, stream_, options.topology);
+  if (options.operations == GpuOperations::kNccl && !LoadNcclLibrary().loaded) {
+    throw Error("GPU collectives cannot use NCCL: " + LoadNcclLibrary().load_error);
   }
   RegisterStream(options.process_set_id, stream_);
+}
+
+void DeviceCollectives::Connect() {
+  if (options_.operations != GpuOperations::kNccl) return;
+  const NcclLibrary& library = LoadNcclLibrary();
+  comm_ = std::make_unique<NcclCommunicator>(options_.comm, options_.topology.rank,
+                                             options_.topology.size, library);
+  nccl_ = std::make_unique<NcclOps>(library, *comm_, stream_, options_.topology);
 }
 
 DeviceCollectives::~DeviceCollectives() {
@@ -175,7 +182,28 @@ std::unique_ptr<Collectives> MakeGpuCollectives(const GpuCollectivesOptions& opt
   // Without libnccl GPU tensors go through MPI staging, unless nccl was asked for by
   // name, in which case GpuUnavailableReason already refused them at submission.
   if (!LoadNcclLibrary().loaded) effective.operations = GpuOperations::kMpi;
-  return std::make_unique<DeviceCollectives>(effective);
+  std::unique_ptr<DeviceCollectives> made;
+  std::string local_failure;
+  try {
+    made = std::make_unique<DeviceCollectives>(effective);
+  } catch (const Error& e) {
+    local_failure = e.what();
+  }
+  // Every member agrees before anything collective: a member that failed locally (a
+  // bad device, no memory for a stream) must not leave the others waiting in the
+  // unique id's broadcast, and all of them then refuse the set's GPU ops alike.
+  int ready = local_failure.empty() ? 1 : 0;
+  const int status = MPI_Allreduce(MPI_IN_PLACE, &ready, 1, MPI_INT, MPI_MIN, options.comm);
+  if (status != MPI_SUCCESS) {
+    throw Error("GPU collectives: MPI_Allreduce failed (MPI error " + std::to_string(status) + ")");
+  }
+  if (!ready) {
+    throw Error("GPU collectives could not start on every rank of the process set: " +
+                (local_failure.empty() ? std::string("another rank failed (see its error)")
+                                       : local_failure));
+  }
+  made->Connect();
+  return made;
 }
 
 int BoundGpuDevice() { return BoundGpu(); }

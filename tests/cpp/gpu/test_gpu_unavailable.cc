@@ -3,6 +3,7 @@
 // anyway fails naming the CUDA call. Skipped where a GPU is usable. Also the one-GPU-
 // per-process rule, which needs no device.
 #include <gtest/gtest.h>
+#include <mpi.h>
 
 #include <string>
 
@@ -38,14 +39,23 @@ TEST(GpuUnavailableTest, GpuTensorsAreRefusedWithTheReason) {
 
 TEST(GpuUnavailableTest, GpuCollectivesFailNamingTheCudaCall) {
   if (ProbeGpus().devices > 0) GTEST_SKIP() << "a GPU is usable here";
+  // Making them is collective (the members agree over MPI first): a set of one rank.
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) MPI_Init(nullptr, nullptr);
   GpuCollectivesOptions options;
+  options.comm = MPI_COMM_SELF;
   options.device = 0;
   try {
     MakeGpuCollectives(options);
     FAIL() << "GPU collectives were made without a GPU";
   } catch (const Error& e) {
-    EXPECT_TRUE(Contains(e.what(), "CUDA cudaSetDevice failed")) << e.what();
+    EXPECT_TRUE(Contains(e.what(),
+                         "GPU collectives could not start on every rank of the process set: CUDA "
+                         "cudaSetDevice failed"))
+        << e.what();
   }
+  if (!initialized) MPI_Finalize();
   try {
     RecordGpuInputReady(GpuSpec(0));
     FAIL() << "a ready event was recorded without a GPU";
