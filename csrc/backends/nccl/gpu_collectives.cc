@@ -72,7 +72,9 @@ void DeviceCollectives::Connect() {
 
 DeviceCollectives::~DeviceCollectives() {
   UnregisterStream(options_.process_set_id);
-  (void)cudaSetDevice(device_);
+  // Possibly on a user's thread (the engine is destroyed where Shutdown is called):
+  // leave its current device as it was.
+  DeviceGuard guard(device_);
   if (comm_ && !comm_->aborted() && !inflight_.Drain(kShutdownDrainSeconds)) comm_->Abort();
 }
 
