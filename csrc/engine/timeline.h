@@ -35,6 +35,11 @@ class Timeline : public PhaseRecorder {
   void Begin(const std::string& tensor_name, const std::string& phase) override;
   // Ends that tensor's innermost open phase; ignored if none is open.
   void End(const std::string& tensor_name) override;
+  // A complete slice ("X") with times from the past, e.g. a GPU phase measured with
+  // CUDA events; times before Start() are clamped to it.
+  void Slice(const std::string& tensor_name, const std::string& phase,
+             std::chrono::steady_clock::time_point start,
+             std::chrono::steady_clock::time_point end) override;
   void Instant(const std::string& tensor_name, const std::string& label);
   // A global instant event at the start of a background cycle, only when mark_cycles.
   void MarkCycle();

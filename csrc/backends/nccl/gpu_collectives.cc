@@ -10,6 +10,7 @@
 
 #include "backends/gpu_info.h"
 #include "backends/nccl/device_context.h"
+#include "backends/nccl/gpu_phases.h"
 #include "backends/nccl/gpu_probe.h"
 #include "backends/nccl/inflight.h"
 #include "backends/nccl/nccl_communicator.h"
@@ -42,6 +43,7 @@ class DeviceCollectives : public Collectives {
   GpuCollectivesOptions options_;
   int device_;
   std::shared_ptr<DeviceStream> stream_;
+  GpuPhaseTimer phase_timer_;
   std::unique_ptr<NcclCommunicator> comm_;  // null with LOCKSTEP_GPU_OPERATIONS=mpi
   std::unique_ptr<NcclOps> nccl_;
   StagedOps staged_;
@@ -54,7 +56,8 @@ DeviceCollectives::DeviceCollectives(const GpuCollectivesOptions& options)
       device_(options.device),
       stream_((CheckCuda(cudaSetDevice(options.device), "cudaSetDevice", {}),
                std::make_shared<DeviceStream>(options.device))),
-      staged_(*options.host, stream_),
+      phase_timer_(options.device, options.phases),
+      staged_(*options.host, stream_, phase_timer_),
       inflight_(options.device, options.nccl_timeout_seconds) {
   if (options.operations == GpuOperations::kNccl && !LoadNcclLibrary().loaded) {
     throw Error("GPU collectives cannot use NCCL: " + LoadNcclLibrary().load_error);
@@ -67,7 +70,7 @@ void DeviceCollectives::Connect() {
   const NcclLibrary& library = LoadNcclLibrary();
   comm_ = std::make_unique<NcclCommunicator>(options_.comm, options_.topology.rank,
                                              options_.topology.size, library);
-  nccl_ = std::make_unique<NcclOps>(library, *comm_, stream_, options_.topology);
+  nccl_ = std::make_unique<NcclOps>(library, *comm_, stream_, options_.topology, phase_timer_);
 }
 
 DeviceCollectives::~DeviceCollectives() {
@@ -110,6 +113,7 @@ std::vector<OpResult> DeviceCollectives::Run(const Response& r,
 std::vector<OpResult> DeviceCollectives::RunOnStream(const Response& r,
                                                      const std::vector<LocalTensor>& tensors) {
   cudaStream_t stream = stream_->get();
+  phase_timer_.Mark(stream, "GPU_WAIT_FOR_INPUT");
   for (const LocalTensor& tensor : tensors) {
     if (tensor.ready != nullptr) {
       CheckCuda(cudaStreamWaitEvent(stream, tensor.ready->get(), 0),
@@ -119,6 +123,7 @@ std::vector<OpResult> DeviceCollectives::RunOnStream(const Response& r,
   const auto queued = InflightCollectives::Clock::now();
   std::vector<OpResult> results =
       nccl_ && WhyStaged(r).empty() ? nccl_->Run(r, tensors) : staged_.Run(r, tensors);
+  phase_timer_.Finish(stream, r.names);
   cudaEvent_t done = AcquireEvent(device_);
   inflight_.Add(done, r.names, queued);  // owns the event from here
   CheckCuda(cudaEventRecord(done, stream), "cudaEventRecord (done)", r.names);
@@ -136,6 +141,7 @@ std::vector<OpResult> DeviceCollectives::RunOnStream(const Response& r,
 std::string DeviceCollectives::Poll() {
   if (!broken_.empty()) return "";  // reported when it happened
   (void)cudaSetDevice(device_);
+  phase_timer_.Poll();
   std::string failure = inflight_.Poll(InflightCollectives::Clock::now());
   if (failure.empty() && comm_) {
     const ncclResult_t async = comm_->AsyncError();

@@ -59,8 +59,14 @@ class NcclGroup {
 }  // namespace
 
 NcclOps::NcclOps(const NcclLibrary& library, NcclCommunicator& comm,
-                 std::shared_ptr<DeviceStream> stream, const Topology& topology)
-    : nccl_(library), comm_(comm), stream_(stream), topology_(topology), scratch_(stream) {}
+                 std::shared_ptr<DeviceStream> stream, const Topology& topology,
+                 GpuPhaseTimer& phases)
+    : nccl_(library),
+      comm_(comm),
+      stream_(stream),
+      topology_(topology),
+      phases_(phases),
+      scratch_(stream) {}
 
 void NcclOps::Check(ncclResult_t result, const char* what, const Response& r) const {
   CheckNccl(result, what, r.names, nccl_);
@@ -100,6 +106,7 @@ std::vector<OpResult> NcclOps::Allreduce(const Response& r,
     // prescale needs a scaled copy, made in the output so the input stays untouched.
     const OpSpec& spec = *tensors[0].spec;
     const int64_t count = r.sizes[0];
+    Phase("NCCL_ALLREDUCE");
     if (count > 0) {
       const int64_t bytes = count * static_cast<int64_t>(DataTypeSize(r.dtype));
       const void* input = spec.input;
@@ -149,6 +156,7 @@ void NcclOps::AllreduceFused(const Response& r, const std::vector<LocalTensor>& 
     }
     return batch;
   };
+  Phase("MEMCPY_IN_FUSION_BUFFER");
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (tensors[i].spec == nullptr && bytes[i] > 0) {  // a joined rank contributes zeros
       CheckCuda(cudaMemsetAsync(buffer + layout.offsets[i], 0, bytes[i], stream),
@@ -161,11 +169,13 @@ void NcclOps::AllreduceFused(const Response& r, const std::vector<LocalTensor>& 
         BatchedCopy(batch.data(), static_cast<int>(batch.size()), r.dtype, r.prescale, stream),
         "batched copy into the fusion buffer", r.names);
   }
+  Phase("NCCL_ALLREDUCE");
   Check(nccl_.AllReduce(buffer, buffer, static_cast<size_t>(layout.total_bytes / element),
                         *NcclDataTypeOf(r.dtype), *NcclRedOpFor(r.reduce_op, r.dtype), comm_.get(),
                         stream),
         "ncclAllReduce", r);
   const double factor = FinalFactor(r);
+  Phase("MEMCPY_OUT_FUSION_BUFFER");
   for (const auto& [first, last] : layout.launches) {
     const std::vector<DeviceCopy> batch = copies(false, first, last);
     CheckCuda(BatchedCopy(batch.data(), static_cast<int>(batch.size()), r.dtype, factor, stream),
@@ -176,6 +186,7 @@ void NcclOps::AllreduceFused(const Response& r, const std::vector<LocalTensor>& 
 // Uneven first dimensions: one broadcast per rank in a group (NCCL's allgather needs
 // equal parts); equal ones use ncclAllGather.
 OpResult NcclOps::Allgather(const Response& r, const OpSpec& spec) {
+  Phase("NCCL_ALLGATHER");
   const int64_t row_bytes = RowElements(spec.shape) * static_cast<int64_t>(DataTypeSize(r.dtype));
   std::vector<int64_t> bytes_per_rank;
   int64_t rows = 0;
@@ -212,6 +223,7 @@ OpResult NcclOps::Allgather(const Response& r, const OpSpec& spec) {
 }
 
 OpResult NcclOps::Broadcast(const Response& r, const OpSpec& spec) {
+  Phase("NCCL_BCAST");
   const int64_t bytes = r.sizes.at(0) * static_cast<int64_t>(DataTypeSize(r.dtype));
   if (bytes > 0) {
     // The root's input lands in every rank's output, the root's own included.
@@ -225,6 +237,7 @@ OpResult NcclOps::Broadcast(const Response& r, const OpSpec& spec) {
 }
 
 OpResult NcclOps::Alltoall(const Response& r, const OpSpec& spec) {
+  Phase("NCCL_ALLTOALL");
   const int n = topology_.size;
   const int me = topology_.rank;
   const int64_t row_bytes = RowElements(spec.shape) * static_cast<int64_t>(DataTypeSize(r.dtype));
@@ -272,6 +285,7 @@ OpResult NcclOps::Alltoall(const Response& r, const OpSpec& spec) {
 // Uneven splits give the extra rows to the first ranks, as on the host. Equal parts
 // use ncclReduceScatter; uneven ones a reduce to each rank in a group.
 OpResult NcclOps::Reducescatter(const Response& r, const OpSpec& spec) {
+  Phase("NCCL_REDUCESCATTER");
   const int n = topology_.size;
   const std::vector<int64_t>& shape = spec.shape;
   const int64_t rows = shape.empty() ? 1 : shape[0];

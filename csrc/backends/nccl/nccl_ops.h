@@ -11,6 +11,7 @@
 
 #include "backends/collectives.h"
 #include "backends/nccl/device_buffers.h"
+#include "backends/nccl/gpu_phases.h"
 #include "backends/nccl/nccl_communicator.h"
 #include "backends/nccl/nccl_library.h"
 
@@ -19,7 +20,7 @@ namespace lockstep {
 class NcclOps {
  public:
   NcclOps(const NcclLibrary& library, NcclCommunicator& comm, std::shared_ptr<DeviceStream> stream,
-          const Topology& topology);
+          const Topology& topology, GpuPhaseTimer& phases);
 
   // Queues the response (whose inputs lockstep's stream already waits for). The
   // response must be one NCCL runs exactly (WhyStaged(response) empty). Throws Error.
@@ -35,11 +36,13 @@ class NcclOps {
   // Postscale and Average's division by the set's size, Horovod's arithmetic.
   double FinalFactor(const Response& r) const;
   void Check(ncclResult_t result, const char* what, const Response& r) const;
+  void Phase(const char* name) { phases_.Mark(stream_->get(), name); }
 
   const NcclLibrary& nccl_;
   NcclCommunicator& comm_;
   std::shared_ptr<DeviceStream> stream_;
   Topology topology_;
+  GpuPhaseTimer& phases_;
   DeviceScratch scratch_;  // the fusion buffer, and scaled copies of inputs
 };
 

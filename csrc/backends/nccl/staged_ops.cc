@@ -25,6 +25,7 @@ std::vector<OpResult> StagedOps::Run(const Response& r, const std::vector<LocalT
   char* pinned = pinned_.Get(layout.total_bytes, stream, r.names);
 
   // Host copies of this rank's tensors; allreduce and broadcast work in place on them.
+  phases_.Mark(stream, "MEMCPY_IN_HOST_STAGING");
   std::vector<OpSpec> host_specs(tensors.size());
   std::vector<LocalTensor> host_tensors(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -42,8 +43,11 @@ std::vector<OpResult> StagedOps::Run(const Response& r, const std::vector<LocalT
     host_specs[i].stream = nullptr;
     host_tensors[i].spec = &host_specs[i];
   }
+  // The GPU idles from here while the host collective runs (it marks its own phases).
+  phases_.Mark(stream, "HOST_COLLECTIVE");
   CheckCuda(cudaStreamSynchronize(stream), "stream synchronization before staging", r.names);
   std::vector<OpResult> results = host_.Run(r, host_tensors);
+  phases_.Mark(stream, "MEMCPY_OUT_HOST_STAGING");
 
   for (size_t i = 0; i < tensors.size(); ++i) {
     const OpSpec* spec = tensors[i].spec;

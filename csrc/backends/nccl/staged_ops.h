@@ -11,13 +11,14 @@
 
 #include "backends/collectives.h"
 #include "backends/nccl/device_buffers.h"
+#include "backends/nccl/gpu_phases.h"
 
 namespace lockstep {
 
 class StagedOps {
  public:
-  StagedOps(Collectives& host, std::shared_ptr<DeviceStream> stream)
-      : host_(host), stream_(std::move(stream)) {}
+  StagedOps(Collectives& host, std::shared_ptr<DeviceStream> stream, GpuPhaseTimer& phases)
+      : host_(host), stream_(std::move(stream)), phases_(phases) {}
 
   // Lockstep's stream already waits for the inputs. Throws Error.
   std::vector<OpResult> Run(const Response& r, const std::vector<LocalTensor>& tensors);
@@ -25,6 +26,7 @@ class StagedOps {
  private:
   Collectives& host_;
   std::shared_ptr<DeviceStream> stream_;
+  GpuPhaseTimer& phases_;
   PinnedBuffer pinned_;
 };
 

@@ -8,9 +8,14 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/nccl/gpu_probe.h"
@@ -192,6 +197,31 @@ TEST_F(GpuEngineTest, AnInputStillBeingWrittenIsWaitedFor) {
   EXPECT_EQ(values.front(), 2.0f);
   EXPECT_EQ(values.back(), 2.0f);
   cudaFreeHost(pinned);
+}
+
+TEST_F(GpuEngineTest, TheTimelineShowsTheGpuPhases) {
+  const std::string path = testing::TempDir() + "gpu_timeline.json";
+  StartTimeline(path, false);
+  std::vector<OpSpec> group;
+  for (int i = 0; i < 2; ++i) {
+    void* memory = Device(Pattern(DataType::kFloat32, 64, i));
+    group.push_back(Spec(OpType::kAllreduce, "phases." + std::to_string(i), DataType::kFloat32, 64,
+                         memory, memory));
+  }
+  for (Handle handle : EnqueueGroup(group)) Wait(handle);
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  // Written when a later cycle polls the finished events (idle cycles come every
+  // 16 ms at most).
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  StopTimeline();
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const char* phase : {"GPU_WAIT_FOR_INPUT", "MEMCPY_IN_FUSION_BUFFER", "NCCL_ALLREDUCE",
+                            "MEMCPY_OUT_FUSION_BUFFER"}) {
+    EXPECT_NE(text.find(std::string("\"dur\":")), std::string::npos);
+    EXPECT_NE(text.find(std::string("\"name\":\"") + phase + "\"}"), std::string::npos)
+        << phase << " missing from " << text;
+  }
 }
 
 TEST_F(GpuEngineTest, MpiStagingGivesTheSameResults) {
