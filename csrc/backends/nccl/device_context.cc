@@ -1,5 +1,6 @@
 #include "backends/nccl/device_context.h"
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -157,6 +158,52 @@ std::shared_ptr<DeviceStream> RegisteredStream(int32_t process_set_id) {
   std::lock_guard<std::mutex> lock(registry.mutex);
   auto it = registry.by_set.find(process_set_id);
   return it == registry.by_set.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<GpuEvent> RecordNumberedEvent(int device, cudaStream_t stream) {
+  static std::mutex* order = new std::mutex();
+  static uint64_t recorded = 0;  // guarded by *order
+  cudaEvent_t event = AcquireEvent(device);
+  cudaError_t status;
+  uint64_t sequence;
+  {
+    std::lock_guard<std::mutex> lock(*order);
+    status = cudaEventRecord(event, stream);
+    sequence = ++recorded;
+  }
+  if (status != cudaSuccess) {
+    ReleaseEvent(device, event);
+    CheckCuda(status, "cudaEventRecord", {});
+  }
+  return std::make_shared<GpuEvent>(device, event, stream, sequence);
+}
+
+std::vector<const GpuEvent*> LatestReadyPerStream(const std::vector<LocalTensor>& tensors) {
+  std::vector<const GpuEvent*> latest;
+  for (const LocalTensor& tensor : tensors) {
+    const GpuEvent* ready = tensor.ready;
+    if (ready == nullptr) continue;
+    auto same = std::find_if(latest.begin(), latest.end(),
+                             [ready](const GpuEvent* e) { return e->stream() == ready->stream(); });
+    if (same == latest.end()) {
+      latest.push_back(ready);
+    } else if (ready->sequence() > (*same)->sequence()) {
+      *same = ready;
+    }
+  }
+  return latest;
+}
+
+std::vector<cudaStream_t> DistinctOpStreams(const std::vector<LocalTensor>& tensors) {
+  std::vector<cudaStream_t> streams;
+  for (const LocalTensor& tensor : tensors) {
+    if (tensor.spec == nullptr) continue;
+    auto stream = static_cast<cudaStream_t>(tensor.spec->stream);
+    if (std::find(streams.begin(), streams.end(), stream) == streams.end()) {
+      streams.push_back(stream);
+    }
+  }
+  return streams;
 }
 
 }  // namespace lockstep

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/collectives.h"
 #include "lockstep/lockstep.h"
 
 namespace lockstep {
@@ -74,18 +75,36 @@ void RegisterStream(int32_t process_set_id, std::shared_ptr<DeviceStream> stream
 void UnregisterStream(int32_t process_set_id);
 std::shared_ptr<DeviceStream> RegisteredStream(int32_t process_set_id);
 
-// The event marking a device op's input ready (recorded on its producer's stream).
+// The event marking a device op's input ready, recorded on its producer's stream.
+// Numbered in recording order: events on one stream complete in that order, so
+// waiting on a stream's highest-numbered event covers all of its earlier ones.
 class GpuEvent {
  public:
-  GpuEvent(int device, cudaEvent_t event) : device_(device), event_(event) {}
+  GpuEvent(int device, cudaEvent_t event, cudaStream_t stream, uint64_t sequence)
+      : device_(device), event_(event), stream_(stream), sequence_(sequence) {}
   ~GpuEvent() { ReleaseEvent(device_, event_); }
   GpuEvent(const GpuEvent&) = delete;
   GpuEvent& operator=(const GpuEvent&) = delete;
   cudaEvent_t get() const { return event_; }
+  cudaStream_t stream() const { return stream_; }
+  uint64_t sequence() const { return sequence_; }
 
  private:
   int device_;
   cudaEvent_t event_;
+  cudaStream_t stream_;
+  uint64_t sequence_;
 };
+
+// Records a pooled event on `stream` (with `device` current) and numbers it; recording
+// and numbering happen under one lock, so numbers follow the order of the records even
+// when threads share a stream. Throws Error.
+std::shared_ptr<GpuEvent> RecordNumberedEvent(int device, cudaStream_t stream);
+
+// The ready events lockstep's stream must wait on for these tensors: the latest of
+// each producer stream (tensors without one are skipped).
+std::vector<const GpuEvent*> LatestReadyPerStream(const std::vector<LocalTensor>& tensors);
+// The distinct streams of these tensors' ops (each waits on the done event once).
+std::vector<cudaStream_t> DistinctOpStreams(const std::vector<LocalTensor>& tensors);
 
 }  // namespace lockstep

@@ -114,11 +114,11 @@ std::vector<OpResult> DeviceCollectives::RunOnStream(const Response& r,
                                                      const std::vector<LocalTensor>& tensors) {
   cudaStream_t stream = stream_->get();
   phase_timer_.Mark(stream, "GPU_WAIT_FOR_INPUT");
-  for (const LocalTensor& tensor : tensors) {
-    if (tensor.ready != nullptr) {
-      CheckCuda(cudaStreamWaitEvent(stream, tensor.ready->get(), 0),
-                "cudaStreamWaitEvent (input ready)", r.names);
-    }
+  // One wait per producer stream (a fused response of a backward pass has one), not
+  // one per tensor: each costs the background thread a driver call.
+  for (const GpuEvent* ready : LatestReadyPerStream(tensors)) {
+    CheckCuda(cudaStreamWaitEvent(stream, ready->get(), 0), "cudaStreamWaitEvent (input ready)",
+              r.names);
   }
   const auto queued = InflightCollectives::Clock::now();
   std::vector<OpResult> results =
@@ -129,11 +129,9 @@ std::vector<OpResult> DeviceCollectives::RunOnStream(const Response& r,
   CheckCuda(cudaEventRecord(done, stream), "cudaEventRecord (done)", r.names);
   // The op's stream waits for lockstep's work before anything queued on it later:
   // when the handle completes the framework may use the output on that stream.
-  for (const LocalTensor& tensor : tensors) {
-    if (tensor.spec != nullptr) {
-      CheckCuda(cudaStreamWaitEvent(static_cast<cudaStream_t>(tensor.spec->stream), done, 0),
-                "cudaStreamWaitEvent (op's stream after lockstep's)", r.names);
-    }
+  for (cudaStream_t op_stream : DistinctOpStreams(tensors)) {
+    CheckCuda(cudaStreamWaitEvent(op_stream, done, 0),
+              "cudaStreamWaitEvent (op's stream after lockstep's)", r.names);
   }
   return results;
 }
@@ -173,16 +171,14 @@ std::string GpuUnavailableReason(const Config& config) {
 std::shared_ptr<GpuEvent> RecordGpuInputReady(const OpSpec& spec) {
   const int device = BindGpu(spec.device, spec);
   DeviceGuard guard(device);
-  cudaEvent_t event = AcquireEvent(device);
-  auto ready = std::make_shared<GpuEvent>(device, event);
-  const cudaError_t status = cudaEventRecord(event, static_cast<cudaStream_t>(spec.stream));
-  if (status != cudaSuccess) {
+  try {
+    return RecordNumberedEvent(device, static_cast<cudaStream_t>(spec.stream));
+  } catch (const Error& e) {
     throw Error(std::string(OpTypeName(spec.op)) + " of tensor '" + spec.name +
                     "': cannot record its ready event on GPU " + std::to_string(device) +
-                    " (is the stream on that GPU?): " + cudaGetErrorString(status),
+                    " (is the stream on that GPU?): " + e.what(),
                 Status::Code::kInvalidArgument);
   }
-  return ready;
 }
 
 std::unique_ptr<Collectives> MakeGpuCollectives(const GpuCollectivesOptions& options) {
