@@ -96,7 +96,7 @@ bench: setup build
 	$(PYTHON) benchmarks/run_all.py $(if $(NP),--np $(NP))
 
 format:
-	find $(CPP_DIRS) -name '*.h' -o -name '*.cc' -o -name '*.cu' | xargs -r clang-format -i
+	find $(CPP_DIRS) -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh' | xargs -r clang-format -i
 
 # The editable install's extension goes too, so the next setup reinstalls it.
 clean:

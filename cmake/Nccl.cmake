@@ -64,5 +64,6 @@ if(LOCKSTEP_HAVE_NCCL)
   target_compile_options(lockstep_core PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unused-parameter>)
 else()
-  target_sources(lockstep_core PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/csrc/backends/no_gpu/gpu_info.cc)
+  file(GLOB LOCKSTEP_NO_GPU_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/csrc/backends/no_gpu/*.cc)
+  target_sources(lockstep_core PRIVATE ${LOCKSTEP_NO_GPU_SOURCES})
 endif()

@@ -1,6 +1,7 @@
-// The interface every collective backend implements (MPI for host memory now; NCCL
-// for GPU memory slots in here without touching negotiation or fusion). Buffers are
-// already packed and scaled by the op runner: a backend only moves and reduces bytes.
+// The transports of host memory (MPI, shared memory): the interface HostCollectives
+// calls (GPU memory has collectives of its own, see backends/collectives.h). Buffers
+// are already packed and scaled by the host collectives: a backend only moves and
+// reduces bytes.
 // Failures throw lockstep::Error.
 #pragma once
 

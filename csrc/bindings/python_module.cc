@@ -5,6 +5,8 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <string>
+#include <tuple>
 
 #include "lockstep/lockstep.h"
 
@@ -62,7 +64,12 @@ void BindOpSpec(py::module_& m) {
       .def_readwrite("root_rank", &OpSpec::root_rank)
       .def_readwrite("splits", &OpSpec::splits)
       .def_readwrite("device", &OpSpec::device)
-      .def_readwrite("process_set_id", &OpSpec::process_set_id);
+      .def_readwrite("process_set_id", &OpSpec::process_set_id)
+      // The framework's cudaStream_t as an integer (torch: stream.cuda_stream); 0 is
+      // CUDA's legacy default stream.
+      .def_property(
+          "stream", [](const OpSpec& s) { return reinterpret_cast<uintptr_t>(s.stream); },
+          [](OpSpec& s, uintptr_t stream) { s.stream = reinterpret_cast<void*>(stream); });
 }
 
 void BindResult(py::module_& m) {
@@ -73,7 +80,22 @@ void BindResult(py::module_& m) {
       .def_readonly("received_splits", &OpResult::received_splits)
       .def_readonly("join_last_rank", &OpResult::join_last_rank)
       .def_property_readonly("has_buffer", [](const OpResult& r) { return r.buffer != nullptr; })
+      // Where the buffer lives: -1 host, else the CUDA device. A device result is read
+      // through data_ptr/nbytes (the frontend copies it into its own tensor on the op's
+      // stream, then drops this object; the memory is freed stream-ordered after that).
+      .def_readonly("device", &OpResult::device)
+      .def_property_readonly(
+          "data_ptr",
+          [](const OpResult& r) {
+            return reinterpret_cast<uintptr_t>(r.buffer ? r.buffer->data() : nullptr);
+          })
+      .def_property_readonly("nbytes",
+                             [](const OpResult& r) { return r.buffer ? r.buffer->size() : 0; })
       .def_buffer([](OpResult& r) -> py::buffer_info {
+        if (r.device >= 0) {
+          throw py::buffer_error("the result is in GPU memory (device " + std::to_string(r.device) +
+                                 "); read it through data_ptr");
+        }
         void* data = r.buffer ? r.buffer->data() : nullptr;
         auto size = static_cast<py::ssize_t>(r.buffer ? r.buffer->size() : 0);
         return py::buffer_info(data, 1, py::format_descriptor<uint8_t>::format(), 1, {size},
@@ -95,7 +117,8 @@ OpResult WaitReleasingGil(Handle handle) {
 // attributes one by one from Python, and it runs on every latency-critical op.
 OpSpec SpecFromArgs(OpType op, std::string name, DataType dtype, std::vector<int64_t> shape,
                     uintptr_t input, uintptr_t output, ReduceOp reduce_op, double prescale,
-                    double postscale, int32_t root_rank, int32_t device, int32_t process_set_id) {
+                    double postscale, int32_t root_rank, int32_t device, int32_t process_set_id,
+                    uintptr_t stream) {
   OpSpec spec;
   spec.op = op;
   spec.name = std::move(name);
@@ -109,23 +132,27 @@ OpSpec SpecFromArgs(OpType op, std::string name, DataType dtype, std::vector<int
   spec.root_rank = root_rank;
   spec.device = device;
   spec.process_set_id = process_set_id;
+  spec.stream = reinterpret_cast<void*>(stream);
   return spec;
 }
 
 Handle EnqueueOp(OpType op, std::string name, DataType dtype, std::vector<int64_t> shape,
                  uintptr_t input, uintptr_t output, ReduceOp reduce_op, double prescale,
-                 double postscale, int32_t root_rank, int32_t device, int32_t process_set_id) {
+                 double postscale, int32_t root_rank, int32_t device, int32_t process_set_id,
+                 uintptr_t stream) {
   return Enqueue(SpecFromArgs(op, std::move(name), dtype, std::move(shape), input, output,
-                              reduce_op, prescale, postscale, root_rank, device, process_set_id));
+                              reduce_op, prescale, postscale, root_rank, device, process_set_id,
+                              stream));
 }
 
 // The whole synchronous op in one call: enqueue, then wait without the GIL. The
 // caller's references keep `input` and `output` alive meanwhile.
 OpResult RunOp(OpType op, std::string name, DataType dtype, std::vector<int64_t> shape,
                uintptr_t input, uintptr_t output, ReduceOp reduce_op, double prescale,
-               double postscale, int32_t root_rank, int32_t device, int32_t process_set_id) {
+               double postscale, int32_t root_rank, int32_t device, int32_t process_set_id,
+               uintptr_t stream) {
   Handle handle = EnqueueOp(op, std::move(name), dtype, std::move(shape), input, output, reduce_op,
-                            prescale, postscale, root_rank, device, process_set_id);
+                            prescale, postscale, root_rank, device, process_set_id, stream);
   py::gil_scoped_release release;
   return Wait(handle);
 }
@@ -239,9 +266,23 @@ PYBIND11_MODULE(_core, m) {
   m.def("buffer_address", &BufferAddress, py::arg("object"));
   m.def("enqueue", &Enqueue, py::arg("spec"));
   m.def("enqueue_group", &EnqueueGroup, py::arg("specs"));
-  // enqueue_op and run_op take the OpSpec fields as arguments, in this order.
-  m.def("enqueue_op", &EnqueueOp);
-  m.def("run_op", &RunOp);
+  // enqueue_op and run_op take the OpSpec fields as arguments, in this order; `stream`
+  // (a cudaStream_t as an integer) matters for GPU tensors only.
+  const auto op_args = [] {
+    return std::make_tuple(py::arg("op_type"), py::arg("name"), py::arg("dtype"), py::arg("shape"),
+                           py::arg("address"), py::arg("output_address"), py::arg("reduce_op"),
+                           py::arg("prescale"), py::arg("postscale"), py::arg("root_rank"),
+                           py::arg("device"), py::arg("process_set_id"),
+                           py::arg("stream") = uintptr_t{0});
+  };
+  std::apply([&](auto&&... args) { m.def("enqueue_op", &EnqueueOp, args...); }, op_args());
+  std::apply([&](auto&&... args) { m.def("run_op", &RunOp, args...); }, op_args());
+  m.def(
+      "gpu_stream",
+      [](int device, int32_t process_set_id) {
+        return reinterpret_cast<uintptr_t>(GpuStream(device, process_set_id));
+      },
+      py::arg("device"), py::arg("process_set_id") = 0);
   m.def("auto_name", &AutoName, py::arg("kind"), py::arg("process_set_id") = 0);
   // Collective over all ranks: waits for the others without the GIL.
   m.def("add_process_set", &AddProcessSet, py::arg("ranks"),

@@ -1,5 +1,6 @@
 #include <cstdlib>
 #include <new>
+#include <utility>
 
 #include "lockstep/lockstep.h"
 
@@ -12,6 +13,19 @@ Buffer::Buffer(size_t bytes) : size_(bytes) {
   if (data_ == nullptr) throw std::bad_alloc();
 }
 
-Buffer::~Buffer() { std::free(data_); }
+Buffer::Buffer(void* data, size_t bytes, std::function<void(void*)> release)
+    : data_(data), size_(bytes), release_(std::move(release)) {}
+
+Buffer::~Buffer() {
+  if (!release_) {
+    std::free(data_);
+    return;
+  }
+  // A destructor must not throw; a release that fails can only leak.
+  try {
+    release_(data_);
+  } catch (...) {
+  }
+}
 
 }  // namespace lockstep

@@ -96,6 +96,30 @@ LogLevel ReadLogLevel(const Setting& setting) {
   Reject(setting, "a log level (trace, debug, info, warning, error, fatal)");
 }
 
+GpuOperations ReadGpuOperations(const Setting& setting) {
+  const std::string text = ToLower(setting.value);
+  if (text == "nccl") return GpuOperations::kNccl;
+  if (text == "mpi") return GpuOperations::kMpi;
+  if (text == "gloo" || text == "ddl" || text == "ccl") {
+    Reject(setting, "supported by lockstep (it has nccl and mpi, not " + text + ")");
+  }
+  Reject(setting, "nccl or mpi");
+}
+
+void ParseGpu(const Lookup& lookup, Config* config) {
+  if (auto s = FindSetting(lookup, "GPU_OPERATIONS")) {
+    config->gpu_operations = ReadGpuOperations(*s);
+    config->gpu_operations_set = true;
+  }
+  if (auto s = FindSetting(lookup, "GPU_FUSION_THRESHOLD")) {
+    config->gpu_fusion_threshold_bytes =
+        ReadInteger(*s, std::numeric_limits<int64_t>::max(), "a whole number of bytes >= 0");
+  }
+  if (auto s = FindSetting(lookup, "NCCL_TIMEOUT_SECONDS")) {
+    config->nccl_timeout_seconds = ReadSeconds(*s);
+  }
+}
+
 // Horovod's names for the same settings (HOROVOD_AUTOTUNE_WARMUP_SAMPLES, ...) work too.
 void ParseAutotune(const Lookup& lookup, Config* config) {
   if (auto s = FindSetting(lookup, "AUTOTUNE")) config->autotune = ReadBool(*s);
@@ -114,6 +138,10 @@ void ParseAutotune(const Lookup& lookup, Config* config) {
 }
 
 }  // namespace
+
+const char* GpuOperationsName(GpuOperations operations) {
+  return operations == GpuOperations::kMpi ? "mpi" : "nccl";
+}
 
 const char* LogLevelName(LogLevel level) {
   switch (level) {
@@ -180,6 +208,7 @@ Config ParseConfig(const Lookup& lookup) {
   }
   if (auto s = FindSetting(lookup, "LOG_LEVEL")) config.log_level = ReadLogLevel(*s);
   ParseAutotune(lookup, &config);
+  ParseGpu(lookup, &config);
   return config;
 }
 
@@ -214,6 +243,13 @@ std::string Describe(const Config& config) {
     out << config.peer_timeout_seconds << "s";
   }
   out << " hierarchical_allreduce=" << (config.hierarchical_allreduce ? "on" : "off");
+  out << " gpu_operations=" << GpuOperationsName(config.gpu_operations)
+      << " gpu_fusion_threshold=" << config.gpu_fusion_threshold_bytes << "B nccl_timeout=";
+  if (config.nccl_timeout_seconds == 0) {
+    out << "never";
+  } else {
+    out << config.nccl_timeout_seconds << "s";
+  }
   out << " log_level=" << LogLevelName(config.log_level)
       << " autotune=" << (config.autotune ? "on" : "off");
   return out.str();

@@ -14,6 +14,11 @@ enum class LogLevel { kTrace, kDebug, kInfo, kWarning, kError, kFatal };
 // Lower-case name, the same spelling LOCKSTEP_LOG_LEVEL accepts.
 const char* LogLevelName(LogLevel level);
 
+// How collectives on GPU tensors run: NCCL on the device, or MPI on host copies
+// staged through pinned memory (Horovod's HOROVOD_GPU_OPERATIONS=MPI).
+enum class GpuOperations { kNccl, kMpi };
+const char* GpuOperationsName(GpuOperations operations);
+
 struct Config {
   int64_t fusion_threshold_bytes = 128 * 1024 * 1024;  // 0 disables fusion
   // Allreduces run in pieces of this many bytes so each piece's copies and reduction
@@ -39,6 +44,18 @@ struct Config {
   // memory, across hosts among one leader per host, then back within each host.
   bool hierarchical_allreduce = false;
   LogLevel log_level = LogLevel::kWarning;
+
+  // LOCKSTEP_GPU_OPERATIONS (alias HOROVOD_GPU_OPERATIONS): nccl unless set. Where
+  // libnccl cannot be loaded, GPU tensors fall back to mpi unless nccl was asked for.
+  GpuOperations gpu_operations = GpuOperations::kNccl;
+  bool gpu_operations_set = false;
+  // Device fusion buffer: fused GPU allreduces hold at most this many bytes; 0
+  // disables GPU fusion. Separate from the host's, because fusing on the device pays
+  // off up to sizes where host fusion (a copy through the CPU's caches) loses.
+  int64_t gpu_fusion_threshold_bytes = 128 * 1024 * 1024;
+  // A GPU collective not finished after this long aborts the set's NCCL communicator
+  // and fails the set's later GPU ops naming it; 0: never.
+  double nccl_timeout_seconds = 300.0;
 
   // LOCKSTEP_AUTOTUNE: tune fusion threshold, chunk size, cycle time and the
   // shared-memory switch online (engine/autotuner.h); what the user set stays fixed.

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "backends/gpu_info.h"
+#include "backends/gpu_collectives.h"
 #include "fusion/fusion_buffer.h"
 #include "negotiation/spec_validation.h"
 
@@ -33,17 +33,6 @@ std::chrono::microseconds CycleTime(const Config& config) {
   return std::chrono::microseconds(static_cast<int64_t>(micros));
 }
 
-// With autotuning free to pick them, the shared-memory window is made as large as any
-// chunk it may try, and exists from 2 ranks so the switch can be tried there too.
-// Why GPU tensors are refused: what is missing here, or, where nothing is, that the
-// collectives on the device are not written yet.
-std::string GpuUnavailableReason() {
-  const NcclInfo info = QueryNcclInfo();
-  if (!info.problem.empty()) return info.problem;
-  return "lockstep's GPU collectives are not implemented yet (the NCCL backend found " +
-         info.library_path + " and " + std::to_string(info.cuda_devices) + " GPU(s))";
-}
-
 }  // namespace
 
 Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
@@ -64,7 +53,7 @@ Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
           ? PeerExchange::LongestWaitSeconds(config_.peer_timeout_seconds) + 1
           : 0,
       config_.peer_timeout_seconds, logger_);
-  gpu_unavailable_ = GpuUnavailableReason();
+  gpu_unavailable_ = GpuUnavailableReason(config_);
   if (config_.autotune) StartAutotune();
   if (logger_.Enabled(LogLevel::kDebug)) {
     logger_.Log(LogLevel::kDebug, Describe(config_));
@@ -117,6 +106,9 @@ std::vector<Handle> Engine::Enqueue(std::vector<OpSpec> specs, bool grouped,
     const Topology set_topology = TopologyFor(spec);
     ValidateSpec(spec, set_topology, gpu_unavailable_);
     TensorEntry entry;
+    if (spec.device >= 0 && spec.op != OpType::kBarrier && spec.op != OpType::kJoin) {
+      entry.ready_event = RecordGpuInputReady(spec);
+    }
     entry.request = RequestFromSpec(spec, set_topology.rank);
     entry.request.group_id = group_id;
     entry.request.group_size = grouped ? static_cast<int32_t>(specs.size()) : 0;
@@ -216,14 +208,26 @@ bool Engine::RunCycles() {
     CountCycle(own);
     progress = RunSetCycle(set, std::move(own.responses)) || progress;
   }
+  PollGpuFailures();
   UpdateBackoff(progress, result);
   return true;
 }
 
+// Asynchronous failures of GPU collectives (a communicator error, a collective past
+// LOCKSTEP_NCCL_TIMEOUT_SECONDS) surface here; the set's later GPU ops then fail with
+// the same message, while its host ops and the other sets keep working.
+void Engine::PollGpuFailures() {
+  for (auto& [id, set] : sets_) {
+    const std::string failure = set->runner().Poll();
+    if (!failure.empty()) logger_.Log(LogLevel::kError, failure + set->Scope());
+  }
+}
+
 bool Engine::RunSetCycle(ProcessSet& set, std::vector<Response> responses) {
   const bool progress = !responses.empty();
-  for (const Response& response :
-       PlanFusion(std::move(responses), config_.fusion_threshold_bytes, config_.chunk_bytes)) {
+  const FusionLimits host{config_.fusion_threshold_bytes, config_.chunk_bytes};
+  const FusionLimits device{config_.gpu_fusion_threshold_bytes, kDeviceStandaloneBytes};
+  for (const Response& response : PlanFusion(std::move(responses), host, device)) {
     ExecuteOne(set, response);
   }
   return progress;

@@ -73,6 +73,7 @@ class Engine {
   bool AnyUnsent() const;
   void AdmitNewEntries();
   void ExecuteOne(ProcessSet& set, const Response& response);
+  void PollGpuFailures();
   void Complete(ProcessSet& set, const std::string& name, Status status, OpResult result);
   void FailEverything(const std::string& reason);
   void UpdateBackoff(bool made_progress, const NegotiationResult& result);

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 
+#include "backends/gpu_collectives.h"
 #include "backends/gpu_info.h"
 #include "common/config.h"
 #include "engine/engine.h"
@@ -139,9 +140,11 @@ Topology GetTopology() { return RunningEngine()->topology(); }
 bool MpiThreadsSupported() { return RunningEngine()->threads_supported(); }
 bool MpiBuilt() { return true; }
 
-// 0 until the NCCL backend runs collectives: scripts written for Horovod choose the
-// GPU when nccl_built() is nonzero. GetNcclInfo() reports what the build has.
-int NcclBuilt() { return 0; }
+// Scripts written for Horovod choose the GPU when nccl_built() is nonzero; whether
+// this process can run GPU collectives is GetNcclInfo().problem.
+int NcclBuilt() { return BuiltNcclVersion(); }
+
+void* GpuStream(int device, int32_t process_set_id) { return GpuStreamOf(device, process_set_id); }
 
 NcclInfo GetNcclInfo() { return QueryNcclInfo(); }
 

@@ -1,285 +1,52 @@
 #include "engine/op_runner.h"
 
-#include <algorithm>
-#include <cstring>
-#include <new>
-#include <string>
-
-#include "backends/mpi/chunked_allreduce.h"
-#include "reduction/scaling.h"
-
 namespace lockstep {
-namespace {
 
-int64_t RowElements(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
-  return n;
+OpRunner::OpRunner(const Topology& topology, Backend& host_transport, PhaseRecorder& phases,
+                   int64_t chunk_bytes, const GpuCollectivesOptions& gpu)
+    : host_(topology, host_transport, phases, chunk_bytes), gpu_options_(gpu) {
+  gpu_options_.topology = topology;
+  gpu_options_.host = &host_;
+  gpu_options_.phases = &phases;
 }
 
-std::vector<int64_t> WithFirstDim(std::vector<int64_t> shape, int64_t first) {
-  if (shape.empty()) return {first};
-  shape[0] = first;
-  return shape;
-}
+OpRunner::~OpRunner() = default;
 
-std::string CollectiveName(const Response& r, const Backend& backend) {
-  static const char* const kKinds[] = {"ALLREDUCE", "ALLGATHER", "BCAST", "ALLTOALL",
-                                       "REDUCESCATTER"};
-  return std::string(backend.name()) + "_" + kKinds[static_cast<int>(r.type)];
-}
-
-// The core-allocated result of an allgather, alltoall or reducescatter. The
-// coordinator already refused results larger than the host's memory; this names the
-// tensor when memory runs out anyway.
-std::shared_ptr<Buffer> ResultBuffer(int64_t bytes, const Response& r) {
-  try {
-    return std::make_shared<Buffer>(static_cast<size_t>(bytes));
-  } catch (const std::bad_alloc&) {
-    throw Error(std::string(OpTypeName(static_cast<OpType>(r.type))) + " of tensor '" +
-                r.names.front() + "': out of memory allocating the result of " +
-                std::to_string(bytes) + " bytes");
-  }
-}
-
-}  // namespace
-
-OpRunner::OpRunner(const Topology& topology, Backend& host_backend, Timeline& timeline,
-                   int64_t chunk_bytes)
-    : topology_(topology),
-      host_backend_(host_backend),
-      timeline_(timeline),
-      chunk_bytes_(chunk_bytes) {}
-
-Backend& OpRunner::BackendFor(const Response& response) {
-  if (response.device >= 0) {
-    throw Error("tensor '" + response.names.front() +
-                "' is on a GPU, but lockstep has no GPU collectives to run it with");
-  }
-  return host_backend_;
-}
-
-void OpRunner::Phase(const std::vector<std::string>& names, const char* phase) {
-  if (!timeline_.active()) return;
-  for (const std::string& name : names) timeline_.Begin(name, phase);
-}
-
-void OpRunner::EndPhase(const std::vector<std::string>& names) {
-  if (!timeline_.active()) return;
-  for (const std::string& name : names) timeline_.End(name);
-}
-
-std::vector<OpResult> OpRunner::Run(const Response& r, const std::vector<TensorEntry*>& entries) {
-  const bool needs_own_tensor = r.type != ResponseType::kAllreduce &&
-                                r.type != ResponseType::kBarrier && r.type != ResponseType::kJoin;
-  if (needs_own_tensor && (entries.empty() || entries[0] == nullptr)) {
-    throw Error("internal error: no local tensor for " + r.names.front());
-  }
-  switch (r.type) {
-    case ResponseType::kAllreduce:
-      return r.reduce_op == ReduceOp::kAdasum ? RunAdasum(r, entries) : RunAllreduce(r, entries);
-    case ResponseType::kAllgather:
-      return {RunAllgather(r, *entries.at(0))};
-    case ResponseType::kBroadcast:
-      return {RunBroadcast(r, *entries.at(0))};
-    case ResponseType::kAlltoall:
-      return {RunAlltoall(r, *entries.at(0))};
-    case ResponseType::kReducescatter:
-      return {RunReducescatter(r, *entries.at(0))};
-    case ResponseType::kBarrier:
-      return {OpResult{}};  // negotiation already synchronized
-    case ResponseType::kJoin: {
-      OpResult result;
-      result.join_last_rank = r.last_joined_rank;
-      return {result};
+Collectives& OpRunner::CollectivesFor(const Response& response,
+                                      const std::vector<TensorEntry*>& entries) {
+  const bool carries_data =
+      response.type != ResponseType::kBarrier && response.type != ResponseType::kJoin;
+  if (response.device < 0 || !carries_data) return host_;
+  if (!gpu_) {
+    // Made collectively: every member of the set meets its first GPU response in the
+    // same cycle. A rank that joined has no tensor here and uses its process's GPU.
+    GpuCollectivesOptions options = gpu_options_;
+    options.device = BoundGpuDevice() >= 0 ? BoundGpuDevice() : 0;
+    for (const TensorEntry* entry : entries) {
+      if (entry != nullptr) options.device = entry->spec.device;
     }
-    case ResponseType::kError:
-      break;
-  }
-  throw Error("internal error: op runner given a response it cannot run");
-}
-
-void OpRunner::FinishReduction(void* buffer, int64_t count, const Response& r) {
-  // Average is a Sum whose postscale is divided by the world size, for every dtype:
-  // Horovod's arithmetic, so that results match it bit for bit (integers too, which
-  // therefore truncate once, after the combined factor).
-  double postscale = r.postscale;
-  if (r.reduce_op == ReduceOp::kAverage) postscale /= topology_.size;
-  ScaleInPlace(buffer, count, r.dtype, postscale);
-}
-
-std::vector<OpResult> OpRunner::RunAllreduce(const Response& r,
-                                             const std::vector<TensorEntry*>& entries) {
-  Backend& backend = BackendFor(r);
-  const int64_t element = DataTypeSize(r.dtype);
-  std::vector<AllreduceSegment> segments;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    AllreduceSegment segment;
-    segment.name = &r.names[i];
-    segment.bytes = r.sizes[i] * element;
-    if (entries[i] != nullptr) {
-      segment.input = static_cast<const char*>(entries[i]->spec.input);
-      segment.output = static_cast<char*>(entries[i]->spec.output);
+    if (!gpu_failure_.empty()) throw Error(gpu_failure_);
+    try {
+      gpu_ = MakeGpuCollectives(options);
+    } catch (const Error& e) {
+      gpu_failure_ = e.what();
+      throw;
     }
-    segments.push_back(segment);
   }
-  ChunkedAllreduceHooks hooks;
-  hooks.begin = [this](const std::vector<const std::string*>& names, const char* phase) {
-    if (!timeline_.active()) return;
-    for (const std::string* name : names) timeline_.Begin(*name, phase);
-  };
-  hooks.end = [this](const std::vector<const std::string*>& names) {
-    if (!timeline_.active()) return;
-    for (const std::string* name : names) timeline_.End(*name);
-  };
-  hooks.finish = [this, &r](void* buffer, int64_t count) { FinishReduction(buffer, count, r); };
-  ChunkedAllreduce(backend, fusion_buffer_, chunk_bytes_, hooks)
-      .Run(r, segments, CollectiveName(r, backend));
+  return *gpu_;
+}
 
-  std::vector<OpResult> results(entries.size());
+std::vector<OpResult> OpRunner::Run(const Response& response,
+                                    const std::vector<TensorEntry*>& entries) {
+  std::vector<LocalTensor> tensors(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
-    if (entries[i] != nullptr) results[i].shape = entries[i]->spec.shape;
+    if (entries[i] == nullptr) continue;
+    tensors[i].spec = &entries[i]->spec;
+    tensors[i].ready = entries[i]->ready_event.get();
   }
-  return results;
+  return CollectivesFor(response, entries).Run(response, tensors);
 }
 
-// Adasum needs each tensor whole (its coefficients come from whole-tensor dot
-// products), so a response is combined in one piece rather than in chunks: a lone
-// tensor in its output (as Horovod does unfused), a fused one packed into staging.
-std::vector<OpResult> OpRunner::RunAdasum(const Response& r,
-                                          const std::vector<TensorEntry*>& entries) {
-  Backend& backend = BackendFor(r);
-  const int64_t element = DataTypeSize(r.dtype);
-  int64_t total = 0;
-  for (int64_t n : r.sizes) total += n;
-  const bool direct = entries.size() == 1 && entries[0] != nullptr;
-  char* buffer =
-      direct ? static_cast<char*>(entries[0]->spec.output)
-             : static_cast<char*>(fusion_buffer_.Get(std::max<int64_t>(total, 1) * element));
-  if (direct) {
-    if (total > 0 && entries[0]->spec.input != buffer) {
-      std::memcpy(buffer, entries[0]->spec.input, total * element);
-    }
-  } else {
-    CopyAdasumSegments(r, entries, buffer, /*into_buffer=*/true);
-  }
-  ScaleInPlace(buffer, total, r.dtype, r.prescale);
-  Phase(r.names, (std::string(backend.name()) + "_ADASUM_ALLREDUCE").c_str());
-  backend.Adasum(buffer, r.sizes, r.dtype);
-  EndPhase(r.names);
-  FinishReduction(buffer, total, r);
-  if (!direct) CopyAdasumSegments(r, entries, buffer, /*into_buffer=*/false);
-  std::vector<OpResult> results(entries.size());
-  for (size_t i = 0; i < entries.size(); ++i) {
-    if (entries[i] != nullptr) results[i].shape = entries[i]->spec.shape;
-  }
-  return results;
-}
-
-// Packs the response's tensors into `buffer` (a joined rank's as zeros) or unpacks
-// the results from it.
-void OpRunner::CopyAdasumSegments(const Response& r, const std::vector<TensorEntry*>& entries,
-                                  char* buffer, bool into_buffer) {
-  const int64_t element = DataTypeSize(r.dtype);
-  Phase(r.names, into_buffer ? "MEMCPY_IN_FUSION_BUFFER" : "MEMCPY_OUT_FUSION_BUFFER");
-  int64_t offset = 0;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const int64_t bytes = r.sizes[i] * element;
-    if (bytes > 0 && entries[i] == nullptr && into_buffer) std::memset(buffer + offset, 0, bytes);
-    if (bytes > 0 && entries[i] != nullptr) {
-      if (into_buffer) {
-        std::memcpy(buffer + offset, entries[i]->spec.input, bytes);
-      } else {
-        std::memcpy(entries[i]->spec.output, buffer + offset, bytes);
-      }
-    }
-    offset += bytes;
-  }
-  EndPhase(r.names);
-}
-
-OpResult OpRunner::RunAllgather(const Response& r, TensorEntry& entry) {
-  Backend& backend = BackendFor(r);
-  const int64_t row_bytes = RowElements(entry.spec.shape) * DataTypeSize(r.dtype);
-  std::vector<int64_t> bytes_per_rank;
-  int64_t rows = 0;
-  for (int64_t n : r.sizes) {
-    bytes_per_rank.push_back(n * row_bytes);
-    rows += n;
-  }
-  OpResult result;
-  result.shape = WithFirstDim(entry.spec.shape, rows);
-  result.buffer = ResultBuffer(rows * row_bytes, r);
-  Phase(r.names, CollectiveName(r, backend).c_str());
-  backend.Allgatherv(entry.spec.input, result.buffer->data(), bytes_per_rank);
-  EndPhase(r.names);
-  return result;
-}
-
-OpResult OpRunner::RunBroadcast(const Response& r, TensorEntry& entry) {
-  Backend& backend = BackendFor(r);
-  const OpSpec& spec = entry.spec;
-  int64_t bytes = r.sizes.at(0) * DataTypeSize(r.dtype);
-  if (topology_.rank == r.root_rank && spec.input != spec.output && bytes > 0) {
-    std::memcpy(spec.output, spec.input, bytes);
-  }
-  Phase(r.names, CollectiveName(r, backend).c_str());
-  backend.Broadcast(spec.output, bytes, r.root_rank);
-  EndPhase(r.names);
-  OpResult result;
-  result.shape = spec.shape;
-  return result;
-}
-
-OpResult OpRunner::RunAlltoall(const Response& r, TensorEntry& entry) {
-  Backend& backend = BackendFor(r);
-  const int n = topology_.size;
-  const int me = topology_.rank;
-  const int64_t row_bytes = RowElements(entry.spec.shape) * DataTypeSize(r.dtype);
-  std::vector<int64_t> send_bytes(n), recv_bytes(n);
-  OpResult result;
-  int64_t rows = 0;
-  for (int j = 0; j < n; ++j) {
-    send_bytes[j] = r.sizes[me * n + j] * row_bytes;
-    recv_bytes[j] = r.sizes[j * n + me] * row_bytes;
-    result.received_splits.push_back(r.sizes[j * n + me]);
-    rows += r.sizes[j * n + me];
-  }
-  result.shape = WithFirstDim(entry.spec.shape, rows);
-  result.buffer = ResultBuffer(rows * row_bytes, r);
-  Phase(r.names, CollectiveName(r, backend).c_str());
-  backend.Alltoallv(entry.spec.input, send_bytes, result.buffer->data(), recv_bytes);
-  EndPhase(r.names);
-  return result;
-}
-
-OpResult OpRunner::RunReducescatter(const Response& r, TensorEntry& entry) {
-  Backend& backend = BackendFor(r);
-  const int n = topology_.size;
-  const std::vector<int64_t>& shape = entry.spec.shape;
-  const int64_t rows = shape.empty() ? 1 : shape[0];
-  const int64_t row_elements = RowElements(shape);
-  const int64_t element = DataTypeSize(r.dtype);
-  // Uneven splits give the extra rows to the first ranks.
-  std::vector<int64_t> counts(n);
-  for (int i = 0; i < n; ++i) counts[i] = (rows / n + (i < rows % n ? 1 : 0)) * row_elements;
-
-  const void* input = entry.spec.input;
-  if (r.prescale != 1.0) {  // scale a copy: the caller's input stays untouched
-    void* scaled = fusion_buffer_.Get(rows * row_elements * element);
-    std::memcpy(scaled, input, rows * row_elements * element);
-    ScaleInPlace(scaled, rows * row_elements, r.dtype, r.prescale);
-    input = scaled;
-  }
-  OpResult result;
-  result.shape = WithFirstDim(shape, counts[topology_.rank] / (row_elements ? row_elements : 1));
-  if (row_elements == 0) result.shape[0] = rows / n + (topology_.rank < rows % n ? 1 : 0);
-  result.buffer = ResultBuffer(counts[topology_.rank] * element, r);
-  Phase(r.names, CollectiveName(r, backend).c_str());
-  backend.ReduceScatter(input, result.buffer->data(), counts, r.dtype, r.reduce_op);
-  EndPhase(r.names);
-  FinishReduction(result.buffer->data(), counts[topology_.rank], r);
-  return result;
-}
+std::string OpRunner::Poll() { return gpu_ ? gpu_->Poll() : std::string(); }
 
 }  // namespace lockstep

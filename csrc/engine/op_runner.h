@@ -1,49 +1,44 @@
-// Runs one planned response on this rank: packs local tensors into the fusion
-// buffer when several share a collective, applies scaling, calls the backend, and
-// produces each tensor's result. Ranks that joined contribute zeros.
+// Runs one planned response on this rank by handing it to the collectives of the
+// memory its tensors live in: host memory (HostCollectives: MPI and shared memory) or
+// a GPU (the collectives behind backends/gpu_collectives.h, made at the set's first
+// GPU response). Barrier and join carry no data and always run on the host path.
 #pragma once
 
+#include <memory>
+#include <string>
 #include <vector>
 
-#include "backends/backend.h"
+#include "backends/gpu_collectives.h"
+#include "backends/host/host_collectives.h"
 #include "engine/tensor_queue.h"
-#include "engine/timeline.h"
-#include "fusion/fusion_buffer.h"
-#include "lockstep/lockstep.h"
 #include "wire/message.h"
 
 namespace lockstep {
 
 class OpRunner {
  public:
-  OpRunner(const Topology& topology, Backend& host_backend, Timeline& timeline,
-           int64_t chunk_bytes);
+  // `gpu` describes the set for its GPU collectives (its device is taken from the
+  // first GPU response).
+  OpRunner(const Topology& topology, Backend& host_transport, PhaseRecorder& phases,
+           int64_t chunk_bytes, const GpuCollectivesOptions& gpu);
+  ~OpRunner();
 
   // entries[i] is this rank's tensor for response.names[i], or nullptr when this rank
   // has joined. Returns one result per name; throws Error if the collective fails.
   std::vector<OpResult> Run(const Response& response, const std::vector<TensorEntry*>& entries);
-  void set_chunk_bytes(int64_t chunk_bytes) { chunk_bytes_ = chunk_bytes; }
+  void set_chunk_bytes(int64_t chunk_bytes) { host_.set_chunk_bytes(chunk_bytes); }
+  // A failure of the GPU collectives since the last call (see Collectives::Poll).
+  std::string Poll();
 
  private:
-  Backend& BackendFor(const Response& response);
-  std::vector<OpResult> RunAllreduce(const Response& r, const std::vector<TensorEntry*>& entries);
-  std::vector<OpResult> RunAdasum(const Response& r, const std::vector<TensorEntry*>& entries);
-  void CopyAdasumSegments(const Response& r, const std::vector<TensorEntry*>& entries, char* buffer,
-                          bool into_buffer);
-  OpResult RunAllgather(const Response& r, TensorEntry& entry);
-  OpResult RunBroadcast(const Response& r, TensorEntry& entry);
-  OpResult RunAlltoall(const Response& r, TensorEntry& entry);
-  OpResult RunReducescatter(const Response& r, TensorEntry& entry);
-  // Postscale, and Average's division by the world size.
-  void FinishReduction(void* buffer, int64_t count, const Response& r);
-  void Phase(const std::vector<std::string>& names, const char* phase);
-  void EndPhase(const std::vector<std::string>& names);
+  Collectives& CollectivesFor(const Response& response, const std::vector<TensorEntry*>& entries);
 
-  Topology topology_;
-  Backend& host_backend_;
-  Timeline& timeline_;
-  int64_t chunk_bytes_;         // changed only by the autotuner, between cycles
-  FusionBuffer fusion_buffer_;  // staging for fused chunks and scaled reducescatter input
+  HostCollectives host_;
+  GpuCollectivesOptions gpu_options_;
+  std::unique_ptr<Collectives> gpu_;  // made at the first GPU response
+  // Why making them failed: making them is collective, so it is tried once and later
+  // GPU responses fail with the same message on every member.
+  std::string gpu_failure_;
 };
 
 }  // namespace lockstep

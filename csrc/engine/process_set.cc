@@ -27,6 +27,15 @@ std::vector<std::string> HostnamesOf(const std::vector<int>& ranks,
   return mine;
 }
 
+GpuCollectivesOptions GpuOptions(int32_t id, MPI_Comm comm, const Config& config) {
+  GpuCollectivesOptions options;
+  options.comm = comm;
+  options.process_set_id = id;
+  options.operations = config.gpu_operations;
+  options.nccl_timeout_seconds = config.nccl_timeout_seconds;
+  return options;
+}
+
 }  // namespace
 
 ProcessSet::ProcessSet(int32_t id, MPI_Comm comm, std::vector<int> ranks, const Topology& topology,
@@ -41,7 +50,7 @@ ProcessSet::ProcessSet(int32_t id, MPI_Comm comm, std::vector<int> ranks, const 
                id == 0 && config.hierarchical_allreduce, clock),
       controller_(comm, topology_, config, logger, std::move(idle_wait),
                   HostnamesOf(ranks_, hostnames)),
-      runner_(topology_, backend_, timeline, config.chunk_bytes) {
+      runner_(topology_, backend_, timeline, config.chunk_bytes, GpuOptions(id, comm, config)) {
   if (id_ != 0) controller_.SetScope(Scope());
 }
 

@@ -14,6 +14,7 @@
 #include "backends/mpi/mpi_ops.h"
 #include "engine/op_runner.h"
 #include "engine/tensor_queue.h"
+#include "engine/timeline.h"
 #include "negotiation/controller.h"
 
 namespace lockstep {

@@ -5,11 +5,13 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_set>
 #include <vector>
 
+#include "backends/collectives.h"
 #include "lockstep/lockstep.h"
 #include "wire/message.h"
 
@@ -20,6 +22,8 @@ struct TensorEntry {
   Handle handle = 0;
   Request request;
   std::chrono::steady_clock::time_point enqueued_at;
+  // Device ops: recorded on spec.stream at enqueue (backends/gpu_collectives.h).
+  std::shared_ptr<GpuEvent> ready_event;
 };
 
 class TensorQueue {

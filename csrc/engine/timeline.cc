@@ -1,5 +1,6 @@
 #include "engine/timeline.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -148,6 +149,23 @@ void Timeline::End(const std::string& tensor_name) {
   if (it == tracks_.end() || it->second.open_phases == 0) return;
   --it->second.open_phases;
   WriteEvent(EventPrefix("E", NowMicros(), it->second.id) + "}");
+}
+
+void Timeline::Slice(const std::string& tensor_name, const std::string& phase,
+                     std::chrono::steady_clock::time_point start,
+                     std::chrono::steady_clock::time_point end) {
+  if (!active()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!active()) return;
+  auto micros = [this](std::chrono::steady_clock::time_point t) {
+    const auto since = std::chrono::duration_cast<std::chrono::microseconds>(t - start_).count();
+    return std::max<int64_t>(since, 0);
+  };
+  const int64_t begin = micros(start);
+  const int64_t duration = std::max<int64_t>(micros(end) - begin, 0);
+  Track& track = TrackFor(tensor_name);
+  WriteEvent(EventPrefix("X", begin, track.id) + ",\"dur\":" + std::to_string(duration) +
+             ",\"name\":" + JsonQuote(phase) + "}");
 }
 
 void Timeline::Instant(const std::string& tensor_name, const std::string& label) {

@@ -13,12 +13,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/phase_recorder.h"
+
 namespace lockstep {
 
-class Timeline {
+class Timeline : public PhaseRecorder {
  public:
   Timeline() = default;
-  ~Timeline();
+  ~Timeline() override;
   Timeline(const Timeline&) = delete;
   Timeline& operator=(const Timeline&) = delete;
 
@@ -28,11 +30,16 @@ class Timeline {
   // Ends any open phases, writes the closing bracket and closes the file. Idempotent.
   // Throws std::runtime_error if writing the file failed (e.g. disk full).
   void Stop();
-  bool active() const { return active_.load(std::memory_order_acquire); }
+  bool active() const override { return active_.load(std::memory_order_acquire); }
 
-  void Begin(const std::string& tensor_name, const std::string& phase);
+  void Begin(const std::string& tensor_name, const std::string& phase) override;
   // Ends that tensor's innermost open phase; ignored if none is open.
-  void End(const std::string& tensor_name);
+  void End(const std::string& tensor_name) override;
+  // A complete slice ("X") with times from the past, e.g. a GPU phase measured with
+  // CUDA events; times before Start() are clamped to it.
+  void Slice(const std::string& tensor_name, const std::string& phase,
+             std::chrono::steady_clock::time_point start,
+             std::chrono::steady_clock::time_point end) override;
   void Instant(const std::string& tensor_name, const std::string& label);
   // A global instant event at the start of a background cycle, only when mark_cycles.
   void MarkCycle();

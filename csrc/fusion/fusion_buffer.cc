@@ -24,14 +24,22 @@ int64_t ResponseBytes(const Response& response) {
 
 std::vector<Response> PlanFusion(std::vector<Response> responses, int64_t threshold_bytes,
                                  int64_t standalone_bytes) {
-  if (threshold_bytes <= 0) return responses;
+  const FusionLimits limits{threshold_bytes, standalone_bytes};
+  return PlanFusion(std::move(responses), limits, limits);
+}
+
+std::vector<Response> PlanFusion(std::vector<Response> responses, const FusionLimits& host,
+                                 const FusionLimits& device) {
+  if (host.threshold_bytes <= 0 && device.threshold_bytes <= 0) return responses;
   std::vector<Response> planned;
   std::vector<int64_t> planned_bytes;
   std::map<FusionKey, size_t> open_bin;  // key -> index in planned
   for (Response& response : responses) {
     const int64_t bytes = ResponseBytes(response);
-    const bool fusable = response.type == ResponseType::kAllreduce && bytes < threshold_bytes &&
-                         (standalone_bytes <= 0 || bytes < standalone_bytes);
+    const FusionLimits& limits = response.device >= 0 ? device : host;
+    const bool fusable = response.type == ResponseType::kAllreduce &&
+                         bytes < limits.threshold_bytes &&
+                         (limits.standalone_bytes <= 0 || bytes < limits.standalone_bytes);
     if (!fusable) {
       planned.push_back(std::move(response));
       planned_bytes.push_back(bytes);
@@ -39,7 +47,7 @@ std::vector<Response> PlanFusion(std::vector<Response> responses, int64_t thresh
     }
     const FusionKey key = KeyOf(response);
     auto it = open_bin.find(key);
-    if (it != open_bin.end() && planned_bytes[it->second] + bytes <= threshold_bytes) {
+    if (it != open_bin.end() && planned_bytes[it->second] + bytes <= limits.threshold_bytes) {
       Response& bin = planned[it->second];
       bin.names.insert(bin.names.end(), response.names.begin(), response.names.end());
       bin.sizes.insert(bin.sizes.end(), response.sizes.begin(), response.sizes.end());

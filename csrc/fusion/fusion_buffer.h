@@ -20,6 +20,19 @@ namespace lockstep {
 std::vector<Response> PlanFusion(std::vector<Response> responses, int64_t threshold_bytes,
                                  int64_t standalone_bytes = 0);
 
+struct FusionLimits {
+  int64_t threshold_bytes = 0;   // 0 disables fusion
+  int64_t standalone_bytes = 0;  // > 0: tensors this large stay on their own
+};
+// As above, with separate limits for host and GPU responses (which never share a
+// buffer: the device is part of what makes responses compatible).
+std::vector<Response> PlanFusion(std::vector<Response> responses, const FusionLimits& host,
+                                 const FusionLimits& device);
+
+// A GPU tensor this large goes to NCCL on its own, straight from its memory: packing
+// it would copy more bytes than the per-call cost it saves.
+constexpr int64_t kDeviceStandaloneBytes = 16 * 1024 * 1024;
+
 int64_t ResponseBytes(const Response& response);
 
 // A grow-only host buffer, reused across cycles so steady state allocates nothing.

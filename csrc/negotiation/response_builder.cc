@@ -134,6 +134,10 @@ Response BuildResponse(const std::vector<const Request*>& by_rank) {
   auto op_name = [](OpType o) { return Quote(OpTypeName(o)); };
   auto dtype_name = [](DataType d) { return Quote(DataTypeName(d)); };
   auto reduce_name = [](ReduceOp o) { return Quote(ReduceOpName(o)); };
+  // Requests say where a tensor lives, not which GPU: ranks drive different GPUs.
+  auto memory_kind = [](int32_t device) {
+    return std::string(device < 0 ? "host memory" : "GPU memory");
+  };
   auto number = [](auto v) {
     std::ostringstream out;
     out << v;
@@ -144,7 +148,7 @@ Response BuildResponse(const std::vector<const Request*>& by_rank) {
             check.Same(
                 "data types", [](const Request& r) { return r.dtype; }, dtype_name) &&
             check.Same(
-                "devices", [](const Request& r) { return r.device; }, number);
+                "devices", [](const Request& r) { return r.device; }, memory_kind);
   const bool reduces = ref.op == OpType::kAllreduce || ref.op == OpType::kReducescatter;
   if (ok && reduces) {
     ok = check.Same(

@@ -132,7 +132,10 @@ Request RequestFromSpec(const OpSpec& spec, int rank) {
   request.dtype = spec.dtype;
   request.reduce_op = spec.reduce_op;
   request.root_rank = spec.root_rank;
-  request.device = spec.device;
+  // Where the tensor lives (-1 host, 0 a GPU), not which GPU: each rank drives its own
+  // (one process per GPU), so ordinals differ across ranks while the op agrees. The
+  // GPU collectives use the local spec's device.
+  request.device = spec.device >= 0 ? 0 : -1;
   request.prescale = spec.prescale;
   request.postscale = spec.postscale;
   request.name = spec.name;

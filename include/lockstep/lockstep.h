@@ -59,6 +59,13 @@ struct OpSpec {
   // Alltoall: rows of the first dimension sent to each rank; empty means equal split.
   std::vector<int64_t> splits;
   int device = -1;  // -1: host memory. >= 0: CUDA device ordinal (GPU path).
+  // Device ops: the framework's CUDA stream (a cudaStream_t) that produced the input
+  // and will consume the output; nullptr is CUDA's legacy default stream. Enqueue
+  // records an event on it (no host stall) that lockstep's stream waits on before it
+  // touches the data; when the op completes, this stream has been made to wait on
+  // lockstep's work, so whatever the framework queues on it afterwards sees the
+  // result. The frontend keeps input and output alive until the op completes.
+  void* stream = nullptr;
   // The process set the op runs on (0: all ranks). Only its members may submit ops on
   // it; root_rank stays a global rank, as in Horovod.
   int32_t process_set_id = 0;
@@ -67,7 +74,12 @@ struct OpSpec {
 // Memory the core allocated for a result, shared with the frontend zero-copy.
 class Buffer {
  public:
+  // Host memory of `bytes` bytes, 64-byte aligned.
   explicit Buffer(size_t bytes);
+  // Adopts memory allocated elsewhere (device memory of a GPU result); `release(data)`
+  // runs when the last owner drops it. Device results release stream-ordered: the
+  // memory is freed only after the work queued on the op's stream before the release.
+  Buffer(void* data, size_t bytes, std::function<void(void*)> release);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -78,11 +90,13 @@ class Buffer {
  private:
   void* data_ = nullptr;
   size_t size_ = 0;
+  std::function<void(void*)> release_;  // empty: std::free
 };
 
 struct OpResult {
   std::vector<int64_t> shape;            // shape of the output
   std::shared_ptr<Buffer> buffer;        // allgather, alltoall, reducescatter results
+  int device = -1;                       // where buffer lives: -1 host, else the CUDA device
   std::vector<int64_t> received_splits;  // alltoall: rows received from each rank
   int join_last_rank = -1;               // join: the last rank to join
 };
@@ -109,8 +123,8 @@ Topology GetTopology();  // throws Error before Init()
 bool MpiThreadsSupported();
 bool MpiBuilt();
 // Horovod's nccl_built(): NCCL_VERSION_CODE of the NCCL this build's GPU collectives
-// use, or 0 without them. The GPU collectives are not written yet, so this is 0 even
-// in builds that compile the NCCL backend's groundwork (GetNcclInfo().built_version).
+// were compiled against, or 0 in builds without the NCCL backend. Whether they can run
+// in this process (driver, GPU, libnccl) is GetNcclInfo().problem.
 int NcclBuilt();
 
 // The NCCL this process would use, and whether GPU collectives can run here.
@@ -138,6 +152,10 @@ struct EngineStats {
   int64_t negotiated_responses = 0;  // responses the coordinator built
 };
 EngineStats GetEngineStats();  // throws Error when lockstep is not running
+
+// lockstep's own CUDA stream for GPU collectives on `device` in a process set (as a
+// cudaStream_t), or nullptr before the set's first GPU op created it.
+void* GpuStream(int device, int32_t process_set_id = 0);
 
 void StartTimeline(const std::string& path, bool mark_cycles);
 void StopTimeline();

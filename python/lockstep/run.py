@@ -315,7 +315,7 @@ def backend_status():
         return [("MPI", False, detail), ("NCCL", False, detail)]
     nccl = core.nccl_info()
     return [("MPI", bool(core.mpi_built()), mpi_library_version()),
-            ("NCCL", bool(core.nccl_built()) and not nccl["problem"], nccl_description(nccl, core.nccl_built()))]
+            ("NCCL", bool(core.nccl_built()) and not nccl["problem"], nccl_description(nccl))]
 
 
 def nccl_version_text(code):
@@ -323,7 +323,7 @@ def nccl_version_text(code):
     return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
 
 
-def nccl_description(info, collectives_built):
+def nccl_description(info):
     """The NCCL line of --check-build: built against what, using which library, and
     what is missing."""
     if not info["built_version"]:
@@ -336,8 +336,6 @@ def nccl_description(info, collectives_built):
         parts.append("unavailable: " + info["problem"])
     else:
         parts.append(f"{info['cuda_devices']} GPU(s)")
-    if not collectives_built:
-        parts.append("GPU collectives not implemented yet")
     return "; ".join(parts)
 
 

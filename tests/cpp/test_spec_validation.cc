@@ -252,9 +252,19 @@ TEST(RequestFromSpecTest, CopiesEveryNegotiatedField) {
   EXPECT_EQ(r.postscale, 3.0);
   EXPECT_EQ(r.root_rank, 1);
   EXPECT_EQ(r.splits, (std::vector<int64_t>{2, 4}));
-  EXPECT_EQ(r.device, 2);
+  EXPECT_EQ(r.device, 0);  // a GPU, not which one: ranks drive different GPUs
   EXPECT_EQ(r.group_id, 0);
   EXPECT_EQ(r.group_size, 0);
+}
+
+TEST(RequestFromSpecTest, DeviceSaysHostOrGpuOnly) {
+  OpSpec spec;
+  spec.name = "t";
+  EXPECT_EQ(RequestFromSpec(spec, 0).device, -1);
+  for (int device : {0, 1, 7}) {
+    spec.device = device;
+    EXPECT_EQ(RequestFromSpec(spec, 0).device, 0) << device;
+  }
 }
 
 }  // namespace

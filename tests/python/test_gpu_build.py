@@ -47,16 +47,27 @@ def test_a_libnccl_the_process_already_loaded_is_the_one_used():
     assert info["source"] == "already loaded by the process", info
 
 
-def test_nccl_built_stays_zero_until_gpu_collectives_exist():
-    """Horovod scripts pick the GPU when nccl_built() is nonzero."""
-    code = "import lockstep.torch as hvd; print(hvd.nccl_built(), hvd.cuda_built())"
+def test_nccl_built_is_the_nccl_version_of_builds_with_gpu_collectives():
+    """Horovod scripts pick the GPU when nccl_built() is nonzero: the NCCL version the
+    GPU collectives were built against, 0 without them."""
+    code = ("import lockstep.torch as hvd; "
+            "print(hvd.nccl_built(), hvd.cuda_built(), hvd.nccl_info()['built_version'])")
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT / "python"))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-    assert out.stdout.split() == ["0", "False"], out.stdout + out.stderr
+    built, cuda, version = out.stdout.split()
+    assert built == version and cuda == str(version != "0"), out.stdout + out.stderr
+    assert (version != "0") == HAS_CUDA_TOOLKIT, out.stdout
 
 
+@pytest.mark.skipif(os.path.exists("/dev/nvidiactl"), reason="GPU collectives may run here")
 def test_gpu_tensors_are_refused_on_every_rank_with_the_reason(num_ranks):
     run_ranks("gpu_unavailable.py", num_ranks).assert_all_ranks_passed(num_ranks)
+
+
+def test_the_binding_speaks_streams_and_device_results(num_ranks):
+    """enqueue_op/run_op's stream argument, OpSpec.stream, Result.device/data_ptr/nbytes
+    and gpu_stream(), with host tensors (they need no GPU)."""
+    run_ranks("gpu_binding_api.py", num_ranks).assert_all_ranks_passed(num_ranks)
 
 
 def configure(tmp_path, *options, env=None):

@@ -50,6 +50,7 @@ bool ResolveAll(void* handle, NcclLibrary* l) {
   ok &= Resolve(handle, "ncclBroadcast", &l->Broadcast, l);
   ok &= Resolve(handle, "ncclAllGather", &l->AllGather, l);
   ok &= Resolve(handle, "ncclReduceScatter", &l->ReduceScatter, l);
+  ok &= Resolve(handle, "ncclReduce", &l->Reduce, l);
   ok &= Resolve(handle, "ncclSend", &l->Send, l);
   ok &= Resolve(handle, "ncclRecv", &l->Recv, l);
   ok &= Resolve(handle, "ncclGroupStart", &l->GroupStart, l);

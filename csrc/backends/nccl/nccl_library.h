@@ -25,6 +25,7 @@ struct NcclLibrary {
   decltype(&ncclBroadcast) Broadcast = nullptr;
   decltype(&ncclAllGather) AllGather = nullptr;
   decltype(&ncclReduceScatter) ReduceScatter = nullptr;
+  decltype(&ncclReduce) Reduce = nullptr;
   decltype(&ncclSend) Send = nullptr;
   decltype(&ncclRecv) Recv = nullptr;
   decltype(&ncclGroupStart) GroupStart = nullptr;

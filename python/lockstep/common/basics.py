@@ -96,10 +96,10 @@ def mpi_enabled():
 
 
 def nccl_built():
-    """As Horovod's: NCCL_VERSION_CODE (e.g. 22803) when GPU collectives run through
-    NCCL, else 0. lockstep's GPU collectives are not written yet, so 0 for now, which
-    keeps scripts that pick their device by it on the CPU; nccl_info() tells what
-    the build has."""
+    """As Horovod's: NCCL_VERSION_CODE (e.g. 22809) of the NCCL this build's GPU
+    collectives were compiled against, else 0 (a build without the NCCL backend).
+    Whether they can run in this process (driver, GPU, libnccl) is
+    nccl_info()["problem"]."""
     return _core.nccl_built()
 
 
@@ -129,7 +129,7 @@ def ccl_built():
 
 
 def cuda_built():
-    # As nccl_built(): true once GPU tensors can be reduced.
+    # GPU (CUDA) code is built with the NCCL backend only.
     return bool(_core.nccl_built())
 
 

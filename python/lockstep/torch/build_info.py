@@ -1,7 +1,8 @@
 """Horovod's build queries for features lockstep does not have.
 
-Ported scripts call these to pick code paths; lockstep's only controller is MPI
-and it has no GPU path yet, so each honestly answers False.
+Ported scripts call these to pick code paths; lockstep's only controller is MPI and
+its GPU path is NCCL (cuda_built() is true where the build has it); the others
+honestly answer False.
 """
 
 
@@ -14,7 +15,10 @@ def gloo_enabled():
 
 
 def cuda_built():
-    return False
+    # GPU (CUDA) code is built with the NCCL backend only.
+    from lockstep import _core
+
+    return bool(_core.nccl_built())
 
 
 def rocm_built():

@@ -53,7 +53,7 @@ def check_topology(rank, size):
     assert hvd.is_initialized() and lockstep.is_initialized(), "is_initialized() after init()"
     assert hvd.mpi_built() and hvd.mpi_enabled(), "MPI is built and enabled"
     assert isinstance(hvd.mpi_threads_supported(), bool), "mpi_threads_supported() is a bool"
-    assert not hvd.nccl_built(), "this build has no NCCL"
+    assert hvd.nccl_built() == hvd.nccl_info()["built_version"], "nccl_built() is the NCCL built against"
     assert lockstep.__version__ == "0.1.0", "package version"
 
 
