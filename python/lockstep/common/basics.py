@@ -96,10 +96,9 @@ def mpi_enabled():
 
 
 def nccl_built():
-    """As Horovod's: NCCL_VERSION_CODE (e.g. 22803) when GPU collectives run through
-    NCCL, else 0. lockstep's GPU collectives are not written yet, so 0 for now, which
-    keeps scripts that pick their device by it on the CPU; nccl_info() tells what
-    the build has."""
+    """As Horovod's: NCCL_VERSION_CODE (e.g. 22803) when the build has GPU collectives
+    (the NCCL backend), else 0, which keeps scripts that pick their device by it on
+    the CPU; nccl_info() tells which NCCL runs and whether this machine can use it."""
     return _core.nccl_built()
 
 

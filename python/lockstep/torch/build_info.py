@@ -1,7 +1,8 @@
 """Horovod's build queries for features lockstep does not have.
 
-Ported scripts call these to pick code paths; lockstep's only controller is MPI
-and it has no GPU path yet, so each honestly answers False.
+Ported scripts call these to pick code paths; lockstep's only controller is MPI,
+so each honestly answers False. (cuda_built() is the shared one in
+lockstep.common.basics: true where the build has GPU collectives.)
 """
 
 
@@ -10,10 +11,6 @@ def gloo_built():
 
 
 def gloo_enabled():
-    return False
-
-
-def cuda_built():
     return False
 
 
