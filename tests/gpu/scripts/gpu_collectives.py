@@ -224,8 +224,8 @@ def check_mixed_cpu_and_cuda(rank, size, device):
         assert_tensor_equal(result.cpu(), torch.full((100 + index,), total), f"mixed step tensor {index}")
 
 
-def check_non_contiguous(rank, size):
-    base = torch.arange(24, dtype=torch.float32, device="cuda").reshape(4, 6) + rank
+def check_non_contiguous(rank, size, device):
+    base = torch.arange(24, dtype=torch.float32, device=device).reshape(4, 6) + rank
     expected_sum = sum(torch.arange(24, dtype=torch.float32).reshape(4, 6) + r for r in range(size))
     for label, make in [("strided", lambda t: t[:, ::2]), ("transposed", lambda t: t.t())]:
         view = make(base)
@@ -304,12 +304,8 @@ def check_device_pinning(device):
         raise AssertionError("a tensor on another GPU than the process's was accepted")
 
 
-def main():
-    rank, size, device = start()
-    staged = os.environ.get("LOCKSTEP_GPU_OPERATIONS") == "mpi"
-    print(f"rank {rank}: {size} ranks on {device} ({torch.cuda.get_device_name(device)}), "
-          f"GPU operations: {'mpi (staged)' if staged else 'nccl'}, {hvd.nccl_info()}", flush=True)
-    assert hvd.nccl_built() > 0 and hvd.cuda_built()
+def run_checks(rank, size, device):
+    """Every check that needs nothing from CUDA but its tensors."""
     check_allreduce_every_dtype_and_op(rank, size, device)
     check_allreduce_sync_and_scaling(rank, size, device)
     check_grouped_allreduce(rank, size)
@@ -319,8 +315,17 @@ def main():
     check_alltoall(rank, size)
     check_reducescatter(rank, size)
     check_mixed_cpu_and_cuda(rank, size, device)
-    check_non_contiguous(rank, size)
+    check_non_contiguous(rank, size, device)
     check_compression_and_autograd(rank, size, device)
+
+
+def main():
+    rank, size, device = start()
+    staged = os.environ.get("LOCKSTEP_GPU_OPERATIONS") == "mpi"
+    print(f"rank {rank}: {size} ranks on {device} ({torch.cuda.get_device_name(device)}), "
+          f"GPU operations: {'mpi (staged)' if staged else 'nccl'}, {hvd.nccl_info()}", flush=True)
+    assert hvd.nccl_built() > 0 and hvd.cuda_built()
+    run_checks(rank, size, device)
     check_sync_free_ops(rank, size, device)
     check_device_pinning(device)
     check_barrier_and_join(rank, size, device)

@@ -65,7 +65,7 @@ def check_equivalent_to_full_batch_training(rank, size, device):
     for (name, value), (_, expected) in zip(model.state_dict().items(), reference.state_dict().items()):
         if value.dtype.is_floating_point:
             assert_close(value.cpu(), expected.cpu(), f"after {STEPS} steps: {name}", atol=2e-5, rtol=1e-4)
-    assert all(p.is_cuda for p in model.parameters())
+    assert all(p.device == device for p in model.parameters())
     assert_identical_across_ranks(hvd, list(model.state_dict().values()), "trained model state")
 
 
