@@ -62,6 +62,11 @@ def size_label(nbytes):
     return f"{nbytes} B"
 
 
+def nccl_version(code):
+    """NCCL_VERSION_CODE (e.g. 22809) as 2.28.9."""
+    return f"{code // 10000}.{code % 10000 // 100}.{code % 100}" if code else "none"
+
+
 def verdict(ok):
     return "PASS" if ok else "MISS"
 
@@ -70,7 +75,8 @@ def allreduce_section(result):
     ranks = result["ranks"]
     bw = "busbw" if ranks > 1 else "algbw"
     lines = [f"### Allreduce, {ranks} rank{'s' if ranks > 1 else ''} (float32 Sum, in place)", "",
-             f"| size | lockstep | torch.distributed | ratio | lockstep {bw} | torch {bw} |", "|---|---|---|---|---|---|"]
+             f"| size | lockstep | torch.distributed | ratio | lockstep {bw} | torch {bw} |",
+             "|---|---|---|---|---|---|"]
     targets = []
     for row in result["allreduce"]:
         ours, theirs = row["lockstep"], row["torch.distributed"]
@@ -126,8 +132,8 @@ def report(results, quick):
              f"- GPU: {machine['gpu']} ({machine['gpu_memory_gib']} GiB), {machine['gpus']} on the machine, "
              f"{machine['cpus']} CPUs",
              f"- torch {machine['torch']} (CUDA {machine['torch_cuda']}), its NCCL {machine['torch_nccl']}",
-             f"- lockstep built against NCCL {machine['lockstep_nccl_built']}, running "
-             f"{machine['lockstep_nccl_runtime']} from {machine['lockstep_nccl_library']} "
+             f"- lockstep built against NCCL {nccl_version(machine['lockstep_nccl_built'])}, running "
+             f"{nccl_version(machine['lockstep_nccl_runtime'])} from {machine['lockstep_nccl_library']} "
              f"({machine['lockstep_nccl_source']})",
              "- Multi-rank jobs share the one GPU: each rank has its own NCCL_HOSTID and NCCL runs over "
              "loopback sockets (NCCL_SOCKET_IFNAME=lo) for both libraries, so those rows compare them on "

@@ -5,9 +5,10 @@ non-contiguous tensor is copied, because the core needs one dense block.
 
 CUDA tensors travel with the stream that is current on their device when they are
 submitted: the core waits on it (an event, not a host stall) before it reads them,
-and Wait() makes it wait on lockstep's work before returning. Results that the core
-allocates on the device (allgather, alltoall, reducescatter) are copied into a torch
-tensor on that stream, so torch's caching allocator owns every tensor a user sees.
+and Wait() makes it wait on lockstep's work before returning, so results are used on
+that stream. Results that the core allocates on the device (allgather, alltoall,
+reducescatter) are copied into a torch tensor on the current stream when the op is
+synchronized, so torch's caching allocator owns every tensor a user sees.
 """
 
 import torch
