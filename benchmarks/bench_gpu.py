@@ -154,6 +154,20 @@ def report(results, quick):
     return "\n".join(lines) + "\n", targets
 
 
+def unavailable_reason():
+    """Why the benchmark cannot run here, or None."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return "no CUDA device: torch.cuda.is_available() is False"
+    sys.path.insert(0, os.path.join(REPO_ROOT, "python"))
+    from lockstep import _core
+
+    if not _core.nccl_built() or _core.nccl_info()["problem"]:
+        return f"lockstep's GPU path cannot run here: {_core.nccl_info()['problem'] or 'nccl_built() is 0'}"
+    return None
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--np", type=int, nargs="+", default=[1, 2])
@@ -162,6 +176,9 @@ def main():
     parser.add_argument("--json", default=None, help="also write every job's raw results here")
     parser.add_argument("--timeout", type=int, default=300, help="seconds per mpirun job")
     args = parser.parse_args()
+    reason = unavailable_reason()
+    if reason:
+        sys.exit(f"make gpu-bench needs a GPU and lockstep's GPU path: {reason}")
     results = []
     with tempfile.TemporaryDirectory() as scratch:
         for ranks in args.np:

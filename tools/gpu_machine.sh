@@ -11,8 +11,11 @@
 # Everything it prints also goes to $OUT/gpu-<mode>.log when OUT is set (the device
 # runner brings $OUT back), else to build-gpu/gpu-<mode>.log.
 # Settings: PYTHON (default: python3 on PATH), JOBS (16), BUILD_DIR (build-gpu),
-# CPU_SUITES (tests/python files also run by `test`; "" for none), PYTEST_ARGS.
+# CPU_SUITES (tests/python files also run by `test`; "" for none), PYTEST_K (a pytest -k
+# expression selecting GPU tests), PYTEST_ARGS (more pytest arguments, space-separated).
 # Without a carried wheel it uses the MPI on PATH, so the build part runs anywhere.
+# build-gpu/ is reused when it exists, so a second call (a subset of the suite, e.g.
+# PYTEST_K="np1 or streams" CPU_SUITES="" make gpu-test) only rebuilds what changed.
 set -uo pipefail
 
 MODE=${1:-test}
@@ -96,7 +99,7 @@ if [ "$MODE" = test ]; then
   step "GPU suite (tests/gpu)"
   # shellcheck disable=SC2086
   PYTHONPATH=$ROOT/python "$PYTHON" -m pytest tests/gpu -v -rs --timeout=900 -p no:cacheprovider \
-    --junitxml="$LOG_DIR/gpu-test.xml" ${PYTEST_ARGS:-} || status=1
+    --junitxml="$LOG_DIR/gpu-test.xml" ${PYTEST_K:+-k "$PYTEST_K"} ${PYTEST_ARGS:-} || status=1
   if [ -n "$CPU_SUITES" ]; then
     step "CPU suites on this build ($CPU_SUITES)"
     # shellcheck disable=SC2086
