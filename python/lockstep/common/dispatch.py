@@ -29,6 +29,10 @@ class TensorRef(NamedTuple):
     shape: Tuple[int, ...]
     owner: Any  # the object owning the memory, kept alive while the op is pending
     device: int = -1  # -1: host memory; >= 0: CUDA device ordinal
+    # For device memory: the framework's CUDA stream (cudaStream_t as an int; 0 is the
+    # legacy default stream) that produced the input and will consume the result. The
+    # core waits on it before reading and makes it wait on lockstep's work in Wait().
+    stream: int = 0
 
 
 class Scaling(NamedTuple):
@@ -53,18 +57,20 @@ class OpDispatcher:
         self._require_initialized()
         reduce_op, prescale, postscale = self._reduction_args(tensor.dtype, scaling, _ALLREDUCE_OPS, "allreduce", ps)
         # Flat arguments rather than an OpSpec: this runs once per gradient every step.
-        core_handle = self._core.enqueue_op(
-            self._core.OpType.ALLREDUCE, self._name("allreduce", name, ps), tensor.dtype, tensor.shape,
-            tensor.address, output.address, reduce_op, prescale, postscale, 0, tensor.device, ps,
-        )
+        args = (self._core.OpType.ALLREDUCE, self._name("allreduce", name, ps), tensor.dtype, tensor.shape,
+                tensor.address, output.address, reduce_op, prescale, postscale, 0, tensor.device, ps)
+        # The stream goes only with device memory, the one case that needs it.
+        core_handle = self._core.enqueue_op(*args) if tensor.device < 0 else self._core.enqueue_op(*args, tensor.stream)
         pending = PendingOp(core_handles=[core_handle], finish=lambda results: finish(results[0]),
                             keepalive=(tensor.owner, output.owner))
         return self._handles.add(pending)
 
-    def run_allreduce(self, dtype, shape, address, output_address, op, prescale, postscale, name, device=-1, ps=0):
+    def run_allreduce(self, dtype, shape, address, output_address, op, prescale, postscale, name, device=-1, ps=0,
+                      stream=0):
         """The synchronous allreduce, the latency-critical path: flat arguments instead of
         TensorRef/Scaling, no frontend handle, one call into the core, which waits with the
-        GIL released. The caller's references keep the memory alive meanwhile.
+        GIL released. The caller's references keep the memory alive meanwhile. For device
+        memory (device >= 0), `stream` is the framework's stream (see TensorRef).
 
         Plain arguments (a named op constant, no scaling, a str name) skip the general
         checks; anything else goes through them, so errors are the same either way.
@@ -80,8 +86,12 @@ class OpDispatcher:
             )
             name = self._name("allreduce", name, ps)
         try:
-            self._core.run_op(self._core.OpType.ALLREDUCE, name, dtype, shape, address, output_address,
-                              reduce_op, prescale, postscale, 0, device, ps)
+            if device < 0:
+                self._core.run_op(self._core.OpType.ALLREDUCE, name, dtype, shape, address, output_address,
+                                  reduce_op, prescale, postscale, 0, device, ps)
+            else:
+                self._core.run_op(self._core.OpType.ALLREDUCE, name, dtype, shape, address, output_address,
+                                  reduce_op, prescale, postscale, 0, device, ps, stream)
         except self._core.AbortedError:
             raise  # the collective itself failed (e.g. ranks stopped responding): keep its type
         except self._core.LockstepError:
@@ -162,12 +172,17 @@ class OpDispatcher:
         spec.name = self._name("barrier", None, ps)
         return self._submit([spec], lambda results: None, ())
 
-    def join(self):
-        """Returns a handle whose result is the last rank to join."""
+    def join(self, device=-1, stream=0):
+        """Returns a handle whose result is the last rank to join. `device` >= 0: the GPU
+        (and its framework stream) on which this rank stands in with zeros for the GPU
+        collectives the other ranks still run."""
         self._require_initialized()
         spec = self._core.OpSpec()
         spec.op = self._core.OpType.JOIN
         spec.name = self._name("join", None)
+        if device >= 0:
+            spec.device = device
+            spec.stream = stream
         return self._submit([spec], self._finish_join, ())
 
     # Completion.
@@ -227,7 +242,9 @@ class OpDispatcher:
         spec.dtype = tensor.dtype
         spec.shape = list(tensor.shape)
         spec.input = tensor.address
-        spec.device = tensor.device
+        if tensor.device >= 0:
+            spec.device = tensor.device
+            spec.stream = tensor.stream
         return spec
 
     def _reduction_spec(self, op_type, tensor, scaling, allowed_ops, ps):

@@ -1,7 +1,8 @@
-"""lockstep for PyTorch: Horovod's torch API on CPU tensors.
+"""lockstep for PyTorch: Horovod's torch API on CPU and CUDA tensors.
 
     import lockstep.torch as hvd
     hvd.init()
+    torch.cuda.set_device(hvd.local_rank())  # one process per GPU
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
@@ -18,7 +19,7 @@ from lockstep.torch.autograd import (
     grouped_reducescatter,
     reducescatter,
 )
-from lockstep.torch.build_info import ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled, rocm_built
+from lockstep.torch.build_info import ccl_built, ddl_built, gloo_built, gloo_enabled, rocm_built
 from lockstep.torch.compression import Compression
 from lockstep.torch.mpi_ops import (
     allgather_async,

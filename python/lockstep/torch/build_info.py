@@ -1,8 +1,8 @@
 """Horovod's build queries for features lockstep does not have.
 
-Ported scripts call these to pick code paths; lockstep's only controller is MPI and
-its GPU path is NCCL (cuda_built() is true where the build has it); the others
-honestly answer False.
+Ported scripts call these to pick code paths; lockstep's only controller is MPI,
+so each honestly answers False. (cuda_built() is the shared one in
+lockstep.common.basics: true where the build has GPU collectives.)
 """
 
 
@@ -12,13 +12,6 @@ def gloo_built():
 
 def gloo_enabled():
     return False
-
-
-def cuda_built():
-    # GPU (CUDA) code is built with the NCCL backend only.
-    from lockstep import _core
-
-    return bool(_core.nccl_built())
 
 
 def rocm_built():

@@ -9,6 +9,7 @@ parameters, partial accumulations) and waits for everything.
 
 import functools
 import hashlib
+import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, List
@@ -41,6 +42,7 @@ class GradientReducer:
         self._groups = groups
         self._group_of = {param: index for index, group in enumerate(groups) for param in group}
         self._hook_handles = []
+        self._hook_lock = threading.Lock()
         self._active = False
         self._reset()
 
@@ -89,17 +91,20 @@ class GradientReducer:
             )
 
     def on_gradient_ready(self, param):
-        self._touched.add(param)
-        self._remaining_passes[param] -= 1
-        if self._remaining_passes[param] > 0:
-            return
-        group = self._group_of.get(param)
-        if group is None:
-            self._submit_alone(param)
-            return
-        self._ready_in_group[group].add(param)
-        if len(self._ready_in_group[group]) == len(self._groups[group]):
-            self._submit_group(group)
+        # Autograd runs the hooks of CPU and of CUDA parameters on different threads (one
+        # per device), so a group's last two members can become ready at once.
+        with self._hook_lock:
+            self._touched.add(param)
+            self._remaining_passes[param] -= 1
+            if self._remaining_passes[param] > 0:
+                return
+            group = self._group_of.get(param)
+            if group is None:
+                self._submit_alone(param)
+                return
+            self._ready_in_group[group].add(param)
+            if len(self._ready_in_group[group]) == len(self._groups[group]):
+                self._submit_group(group)
 
     # Submission.
 

@@ -8,6 +8,7 @@ These are not differentiable; lockstep.torch.autograd wraps them for autograd.
 
 import torch
 
+from lockstep.common import gpu
 from lockstep.common.dispatch import Scaling
 from lockstep.common.ops import Average, handle_average_backwards_compatibility
 from lockstep.common.process import DISPATCHER
@@ -17,6 +18,7 @@ from lockstep.torch.tensors import (
     InPlaceTarget,
     check_tensor,
     core_dtype,
+    device_and_stream,
     new_output_like,
     readable,
     tensor_from_result,
@@ -51,8 +53,9 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, po
     target = InPlaceTarget(check_tensor(tensor))
     work = target.work
     address = work.data_ptr()
+    device, stream = (-1, 0) if work.is_cpu else device_and_stream(work)
     DISPATCHER.run_allreduce(core_dtype(work.dtype), work.shape, address, address, op, prescale_factor,
-                             postscale_factor, name, ps=process_set_id(process_set))
+                             postscale_factor, name, device, process_set_id(process_set), stream)
     return target.finish()
 
 
@@ -62,8 +65,9 @@ def allreduce_now(tensor, name=None, op=Average, prescale_factor=1.0, postscale_
     core: the synchronous allreduce without a handle (not differentiable)."""
     source = readable(check_tensor(tensor))
     output = torch.empty_like(source)  # `source` is contiguous, so the output is too
+    device, stream = (-1, 0) if source.is_cpu else device_and_stream(source)
     DISPATCHER.run_allreduce(core_dtype(source.dtype), source.shape, source.data_ptr(), output.data_ptr(), op,
-                             prescale_factor, postscale_factor, name, ps=process_set_id(process_set))
+                             prescale_factor, postscale_factor, name, device, process_set_id(process_set), stream)
     return output
 
 
@@ -105,7 +109,7 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     """Start concatenating every rank's `tensor` along the first dimension."""
     source = readable(check_tensor(tensor))
     return DISPATCHER.allgather(
-        tensor_ref(source), name, lambda result: tensor_from_result(result, source.dtype),
+        tensor_ref(source), name, lambda result: tensor_from_result(result, source.dtype, source),
             ps=process_set_id(process_set)
     )
 
@@ -117,7 +121,7 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     return DISPATCHER.grouped_allgather(
         [tensor_ref(source) for source in sources],
         name,
-        lambda results: [tensor_from_result(result, source.dtype) for result, source in zip(results, sources)],
+        lambda results: [tensor_from_result(result, source.dtype, source) for result, source in zip(results, sources)],
             ps=process_set_id(process_set)
     )
 
@@ -131,7 +135,7 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, prescale_factor=
         [tensor_ref(source) for source in sources],
         Scaling(op, prescale_factor, postscale_factor),
         name,
-        lambda results: [tensor_from_result(result, source.dtype) for result, source in zip(results, sources)],
+        lambda results: [tensor_from_result(result, source.dtype, source) for result, source in zip(results, sources)],
             ps=process_set_id(process_set)
     )
 
@@ -168,7 +172,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
 
     def finish(result):
         received_splits = torch.tensor(list(result.received_splits), dtype=torch.int32)
-        return tensor_from_result(result, source.dtype), received_splits
+        return tensor_from_result(result, source.dtype, source), received_splits
 
     return DISPATCHER.alltoall(tensor_ref(source), splits, name, finish, ps=process_set_id(process_set))
 
@@ -180,7 +184,7 @@ def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0, post
     source = readable(check_tensor(tensor))
     scaling = Scaling(op, prescale_factor, postscale_factor)
     return DISPATCHER.reducescatter(
-        tensor_ref(source), scaling, name, lambda result: tensor_from_result(result, source.dtype),
+        tensor_ref(source), scaling, name, lambda result: tensor_from_result(result, source.dtype, source),
             ps=process_set_id(process_set)
     )
 
@@ -214,13 +218,18 @@ def join(device=-1):
     """Stop contributing data: until every rank has joined, this rank takes part in
     the others' allreduces with zeros. Returns the rank that joined last.
 
-    `device` is accepted as Horovod accepts it: a build without GPU collectives
-    (lockstep's, for now) runs the join on the CPU whatever the ordinal.
+    `device`: the GPU this process's collectives run on (hvd.local_rank() when pinned
+    as Horovod documents), where the zeros stand in for the GPU collectives the other
+    ranks still run. As in Horovod, a build or machine without the GPU path runs the
+    join on the CPU whatever the ordinal.
     """
     device = as_int(device, "device (a CUDA device ordinal, or -1 for the CPU)")
     if device < -1:
         raise ValueError(f"device must be -1 (the CPU) or a device ordinal, got {device}")
-    return synchronize(DISPATCHER.join())
+    if device < 0 or gpu.gpu_path_problem() is not None:
+        return synchronize(DISPATCHER.join())
+    gpu.DEVICE_PIN.check(device, "join's device")
+    return synchronize(DISPATCHER.join(device, torch.cuda.current_stream(device).cuda_stream))
 
 
 def _checked_list(tensors):

@@ -5,7 +5,8 @@ the root's whole optimizer state_dict: its structure and scalar options (lr,
 momentum, betas, ...) as one pickled object, its tensors with tensor broadcasts.
 Sending the root's structure, rather than matching each rank's own, is what makes
 state that optimizers create lazily on their first step (Adam's moments) arrive on
-ranks that have not stepped yet, with no dummy step to create it.
+ranks that have not stepped yet, with no dummy step to create it. State on a GPU
+arrives on each rank's current GPU (torch.cuda.set_device(hvd.local_rank())).
 """
 
 from collections.abc import Mapping
@@ -50,7 +51,8 @@ def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_s
     layout = broadcast_object(layout, root_rank, name=f"{_OPTIMIZER_PREFIX}.layout", process_set=process_set)
     if not is_root:
         slots = sorted(_slots(layout), key=lambda slot: slot.index)
-        tensors = [torch.empty(slot.shape, dtype=slot.dtype) for slot in slots]
+        tensors = [torch.empty(slot.shape, dtype=slot.dtype, device=_local_device(slot.device_type))
+                   for slot in slots]
     _broadcast_in_place([(f"{_OPTIMIZER_PREFIX}.{index}", t) for index, t in enumerate(tensors)], root_rank,
                         process_set)
     if not is_root:
@@ -64,6 +66,15 @@ class _TensorSlot:
     index: int
     shape: Tuple[int, ...]
     dtype: Any
+    # "cpu" or "cuda": each rank receives a CUDA tensor of the root's on its own GPU
+    # (Adam's moments live on the GPU, its step count on the CPU).
+    device_type: str = "cpu"
+
+
+def _local_device(device_type):
+    if device_type == "cuda":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
 
 
 def _named_tensors(params):
@@ -112,7 +123,7 @@ def _split_tensors(structure):
         if isinstance(value, torch.Tensor):
             tensor = readable(check_tensor(value, "optimizer state tensor"))
             tensors.append(tensor)
-            return _TensorSlot(len(tensors) - 1, tuple(tensor.shape), tensor.dtype)
+            return _TensorSlot(len(tensors) - 1, tuple(tensor.shape), tensor.dtype, tensor.device.type)
         if isinstance(value, Mapping):
             return {key: visit(item) for key, item in value.items()}
         if isinstance(value, (list, tuple)):

@@ -43,6 +43,9 @@ class SyncBatchNorm(_BatchNorm):
     def _update_running_statistics(self, mean, variance, count):
         self.num_batches_tracked.add_(1)
         factor = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
+        # count is a 0-d float64 tensor on the input's device: reading it on the host
+        # would stall a GPU step. Its ratio rounds to variance's dtype as a Python
+        # float's would.
         unbiased = variance * (count / (count - 1))
         with torch.no_grad():
             self.running_mean.mul_(1 - factor).add_(mean.detach().to(self.running_mean.dtype), alpha=factor)
@@ -58,7 +61,8 @@ class SyncBatchNorm(_BatchNorm):
 
 
 def _global_statistics(input):
-    """Per-channel mean, biased variance and element count over all ranks' inputs."""
+    """Per-channel mean, biased variance and element count (a 0-d float64 tensor) over
+    all ranks' inputs."""
     channels = input.shape[1]
     dtype = torch.float64 if input.dtype == torch.float64 else torch.float32
     work = input.to(dtype)
@@ -78,9 +82,12 @@ def _global_statistics(input):
     gathered = allreduce(torch.cat(rows), op=Sum)
     all_counts, all_means, all_m2 = gathered[:, 0].detach(), gathered[:, 1], gathered[:, 2]
     total = all_counts.sum(dim=0)
-    count = float(total[0]) if channels else 0.0
-    if count <= 1:
-        raise ValueError(f"SyncBatchNorm needs more than 1 value per channel across all ranks, got {count:g}")
+    # More than one local value guarantees more than one in all; only otherwise is the
+    # global count read on the host (which waits for a GPU).
+    if channels == 0 or local_count <= 1:
+        count = float(total[0]) if channels else 0.0
+        if count <= 1:
+            raise ValueError(f"SyncBatchNorm needs more than 1 value per channel across all ranks, got {count:g}")
     mean = (all_counts * all_means).sum(dim=0) / total
     m2 = all_m2.sum(dim=0) + (all_counts * (all_means - mean) ** 2).sum(dim=0)
-    return mean, m2 / total, count
+    return mean, m2 / total, total[0].to(torch.float64)

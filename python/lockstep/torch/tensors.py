@@ -1,12 +1,20 @@
 """Conversion between torch tensors and what the core reads and writes.
 
-Contiguous CPU tensors are handed to the core in place (their data_ptr); only a
+Contiguous tensors are handed to the core in place (their data_ptr); only a
 non-contiguous tensor is copied, because the core needs one dense block.
+
+CUDA tensors travel with the stream that is current on their device when they are
+submitted: the core waits on it (an event, not a host stall) before it reads them,
+and Wait() makes it wait on lockstep's work before returning, so results are used on
+that stream. Results that the core allocates on the device (allgather, alltoall,
+reducescatter) are copied into a torch tensor on the current stream when the op is
+synchronized, so torch's caching allocator owns every tensor a user sees.
 """
 
 import torch
 
 from lockstep import _core
+from lockstep.common import gpu
 from lockstep.common.dispatch import TensorRef
 
 _CORE_DTYPES = {
@@ -27,19 +35,25 @@ SUPPORTED_DTYPE_NAMES = ", ".join(str(dtype).replace("torch.", "") for dtype in 
 
 
 def check_tensor(tensor, what="tensor"):
-    """`tensor` if lockstep can send it: a dense CPU tensor of a supported dtype."""
+    """`tensor` if lockstep can send it: a dense CPU tensor, or a CUDA tensor where the GPU
+    path runs, of a supported dtype."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{what} must be a torch.Tensor, got {type(tensor).__name__}")
     if not tensor.is_cpu:
-        problem = _core.nccl_info()["problem"] or "lockstep's GPU collectives are not implemented yet"
-        raise ValueError(
-            f"{what} is on device {tensor.device}, but only CPU tensors are supported here (GPU: {problem}); "
-            "move it with tensor.cpu()"
-        )
+        _check_device(tensor, what)
     if tensor.layout != torch.strided:
         raise ValueError(f"{what} has layout {tensor.layout}; only dense (strided) tensors are supported")
     core_dtype(tensor.dtype, what)
     return tensor
+
+
+def _check_device(tensor, what):
+    if not tensor.is_cuda:
+        raise ValueError(f"{what} is on device {tensor.device}, but lockstep reduces CPU and CUDA (GPU) tensors "
+                         "only; move it with tensor.cpu()")
+    if gpu.gpu_path_problem() is not None:
+        raise ValueError(gpu.refusal(what, tensor.device))
+    gpu.DEVICE_PIN.check(tensor.device.index, what)
 
 
 def core_dtype(dtype, what="tensor"):
@@ -60,9 +74,28 @@ def readable(tensor):
 
 
 def tensor_ref(tensor):
-    """A TensorRef for a contiguous CPU tensor; the ref keeps the tensor alive."""
+    """A TensorRef for a checked contiguous tensor; the ref keeps the tensor alive."""
     # Positional arguments and torch.Size as is: this runs twice on every op.
-    return TensorRef(tensor.data_ptr(), _CORE_DTYPES[tensor.dtype], tensor.shape, tensor)
+    if tensor.is_cpu:
+        return TensorRef(tensor.data_ptr(), _CORE_DTYPES[tensor.dtype], tensor.shape, tensor)
+    device, stream = device_and_stream(tensor)
+    return TensorRef(tensor.data_ptr(), _CORE_DTYPES[tensor.dtype], tensor.shape, tensor, device, stream)
+
+
+def device_and_stream(tensor):
+    """(device ordinal, current stream as an int) for a checked CUDA tensor the core is
+    about to use on that stream.
+
+    The tensor is recorded as used on the stream: were it allocated on another one (a
+    gradient made on a side stream), torch's caching allocator would otherwise hand its
+    memory out again on that stream once it is freed, with nothing ordering that after
+    lockstep's work. Wait() orders the current stream after lockstep's stream, so the
+    record covers lockstep's use too. No host synchronization is involved.
+    """
+    device = tensor.device.index
+    stream = torch.cuda.current_stream(device)
+    tensor.record_stream(stream)
+    return device, stream.cuda_stream
 
 
 def new_output_like(tensor):
@@ -90,18 +123,56 @@ class InPlaceTarget:
         return self.tensor
 
 
-def tensor_from_result(result, dtype):
-    """The result the core allocated, viewed zero-copy as a tensor of `dtype`.
+def tensor_from_result(result, dtype, like):
+    """The result the core allocated for an op on `like`, as a tensor of `dtype` on
+    like's device.
 
-    The tensor keeps `result` (and so the core's buffer) alive.
+    Host results are viewed zero-copy (the tensor keeps `result`, and so the core's
+    buffer, alive). Device results are copied on the current stream into a tensor of
+    torch's allocator; the core frees its buffer in stream order after that copy.
     """
     shape = tuple(result.shape)
+    if like.is_cuda:
+        return _device_tensor_from_result(result, dtype, shape, like.device)
+    return _host_tensor_from_result(result, dtype, shape)
+
+
+def _host_tensor_from_result(result, dtype, shape):
     if not result.has_buffer or _elements(shape) == 0:
         if _elements(shape) != 0:
             raise _core.LockstepError(f"internal error: a result of shape {shape} came without data")
         # torch.frombuffer refuses empty buffers.
         return torch.empty(shape, dtype=dtype)
     return torch.frombuffer(result, dtype=torch.uint8).view(dtype).reshape(shape)
+
+
+class _DeviceBytes:
+    """A core Result's device memory as raw bytes through the CUDA Array Interface, the
+    one way torch adopts a foreign device pointer without a copy. stream None: the
+    Wait() that returned the Result already ordered the current stream after the core's
+    writes. Holding the Result keeps its memory alive while torch's view of it exists."""
+
+    def __init__(self, result):
+        self._result = result
+        self.__cuda_array_interface__ = {
+            "shape": (result.nbytes,), "typestr": "|u1", "data": (result.data_ptr, False), "version": 3,
+            "stream": None,
+        }
+
+
+def _device_tensor_from_result(result, dtype, shape, device):
+    if _elements(shape) == 0:
+        return torch.empty(shape, dtype=dtype, device=device)
+    if result.device < 0:
+        # A core that staged the op through host memory returned host bytes. A rare
+        # path (LOCKSTEP_GPU_OPERATIONS=mpi keeps results on the device too); the copy
+        # from pageable memory may block the host.
+        return _host_tensor_from_result(result, dtype, shape).to(device)
+    if result.device != device.index:
+        raise _core.LockstepError(
+            f"internal error: the result of an op on {device} came back on GPU {result.device}")
+    view = torch.as_tensor(_DeviceBytes(result), device=device)
+    return view.view(dtype).reshape(shape).clone()
 
 
 def _elements(shape):

@@ -1,0 +1,34 @@
+"""What every GPU rank script shares: pinning the rank's GPU, moving the CPU suite's
+exact inputs and expected values to the device, and strict comparisons of device
+results (device, dtype, shape and values)."""
+
+import torch_checks  # noqa: F401 - one CPU thread per rank, set before torch loads
+
+import torch
+
+import lockstep.torch as hvd
+from torch_checks import assert_tensor_equal, to_torch
+
+
+def start():
+    """hvd.init(), then the rank's GPU as Horovod documents it. Ranks outnumber the
+    machine's GPUs in this suite (several share one), hence the modulo."""
+    hvd.init()
+    torch.cuda.set_device(hvd.local_rank() % torch.cuda.device_count())
+    return hvd.rank(), hvd.size(), torch.device("cuda", torch.cuda.current_device())
+
+
+def on_gpu(array):
+    """A CUDA tensor of a numpy array's values (a fresh copy, contiguous)."""
+    return to_torch(array).cuda()
+
+
+def assert_gpu_result(actual, expected, what, device=None):
+    """`actual` is a CUDA tensor (on `device` if given) with exactly `expected`'s values."""
+    assert isinstance(actual, torch.Tensor), f"{what}: expected a torch.Tensor, got {type(actual).__name__}"
+    assert actual.is_cuda, f"{what}: the result is on {actual.device}, expected a CUDA tensor"
+    if device is not None:
+        assert actual.device == device, f"{what}: the result is on {actual.device}, expected {device}"
+    if isinstance(expected, torch.Tensor):
+        expected = expected.cpu()
+    assert_tensor_equal(actual.cpu(), expected, what)
