@@ -8,21 +8,25 @@ too, but stalls the device and moves every byte twice.
 Inside jit the shapes of allgather and alltoall results must be given (sizes=,
 received_splits=); eagerly they are asked of the other ranks first with a small
 host collective, so eager calls keep Horovod's semantics (uneven first dimensions).
+Where the CUDA handler is not registered (lockstep built without its GPU backend),
+eager GPU arrays keep the host path.
 """
 
 import jax
 import numpy as np
 
 import lockstep.numpy as _host
+from lockstep.jax import ffi_library
 
 
 def on_gpu(*values):
-    """Whether any of `values` is a concrete jax.Array on one GPU."""
+    """Whether any of `values` is a concrete jax.Array on one GPU, and the CUDA handler
+    is registered (a build without the GPU backend keeps the host path)."""
     for value in values:
         if isinstance(value, jax.Array) and not isinstance(value, jax.core.Tracer):
             devices = value.devices()
             if len(devices) == 1 and next(iter(devices)).platform == "gpu":
-                return True
+                return ffi_library.cuda_registered()
     return False
 
 

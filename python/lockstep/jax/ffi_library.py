@@ -15,9 +15,24 @@ _LIBRARY = Path(__file__).resolve().parent.parent / "_jax_ops.so"
 _CUDA_HANDLER = "LockstepCollectiveCuda"
 
 
-@functools.lru_cache(maxsize=None)
 def ensure_registered():
     """Register the handlers (idempotent); a clear error when the library is missing."""
+    _register()
+    return TARGET
+
+
+def cuda_registered():
+    """Whether the CUDA handler is registered (registering the handlers first): where it
+    is not, eager GPU arrays keep the host path instead of a custom call XLA lacks."""
+    try:
+        return _register()
+    except RuntimeError:
+        return False
+
+
+@functools.lru_cache(maxsize=None)
+def _register():
+    """Registers the handlers once; returns whether the CUDA one was registered."""
     if not _LIBRARY.exists():
         raise RuntimeError(
             f"lockstep's JAX FFI library {_LIBRARY} is not built: rebuild lockstep with JAX importable "
@@ -25,9 +40,10 @@ def ensure_registered():
         )
     library = ctypes.cdll.LoadLibrary(str(_LIBRARY))
     jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(library.LockstepCollective), platform="cpu")
-    if has_cuda_handler(library) and jax_has_cuda():
-        jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(getattr(library, _CUDA_HANDLER)), platform="CUDA")
-    return TARGET
+    if not (has_cuda_handler(library) and jax_has_cuda()):
+        return False
+    jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(getattr(library, _CUDA_HANDLER)), platform="CUDA")
+    return True
 
 
 def has_cuda_handler(library=None):

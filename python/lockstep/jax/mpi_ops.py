@@ -126,7 +126,7 @@ def allgather(tensor, name=None, sizes=None, process_set=global_process_set):
     if not _is_traced(tensor):
         return jnp.asarray(_host.allgather(_host_array(tensor), name=name, process_set=process_set))
     set_id = process_set_id(process_set)
-    if sizes is None and device_arrays.on_gpu(tensor):
+    if sizes is None and tensor.ndim and device_arrays.on_gpu(tensor):
         sizes = device_arrays.first_dims(tensor, process_set)
     if sizes is not None:
         compiled.allgather_rows(tensor, sizes, set_id)  # checked against the unbatched shape
