@@ -32,8 +32,10 @@ if not ON_GPU:
 
 
 def device_ordinal():
+    """The CUDA ordinal of JAX's first device (what lockstep's stream is keyed by)."""
     device = jax.devices()[0]
-    return getattr(device, "local_hardware_id", None) or device.id
+    ordinal = getattr(device, "local_hardware_id", None)
+    return device.id if ordinal is None else ordinal
 
 
 def check_backend():
