@@ -47,3 +47,10 @@ def test_optax_training_on_the_gpu(ranks):
     run.assert_all_ranks_passed(ranks)
     for rank in range(ranks):
         assert f"rank {rank}: the gradient pytree of a jitted step is one custom call" in run.stdout, run.describe()
+
+
+def test_jax_errors_on_the_gpu_fail_every_rank():
+    run = run_gpu_ranks("gpu_jax_errors.py", 2, timeout=300, env=ENV)
+    run.assert_all_ranks_passed(2)
+    for rank in range(2):
+        assert f"rank {rank}: mismatch inside jit raised" in run.stdout, run.describe()
