@@ -2,7 +2,8 @@
 
 Concrete arrays (eager code) go through lockstep.numpy on the host; traced values
 (inside jax.jit, jax.grad, lax control flow) become XLA FFI custom calls
-(compiled_ops). Both return jax.Arrays with Horovod's semantics.
+(compiled_ops), as do eager arrays on a GPU (device_arrays). Both return jax.Arrays
+with Horovod's semantics.
 """
 
 import functools
@@ -16,6 +17,7 @@ from lockstep.common import basics, validation
 from lockstep.common.ops import Average, Max, Min, Product, Sum, handle_average_backwards_compatibility
 from lockstep.common.process_sets import global_process_set, process_set_id
 from lockstep.jax import compiled_ops as compiled
+from lockstep.jax import device_arrays
 from lockstep.jax.compression import Compression
 
 _ALLREDUCE_OPS = (Average, Sum, Min, Max, Product)
@@ -24,7 +26,8 @@ _DIFFERENTIABLE_OPS = (Average, Sum)
 
 
 def _is_traced(*values):
-    return any(isinstance(v, jax.core.Tracer) for v in values)
+    """Whether the values take the custom call: traced, or eager on a GPU."""
+    return any(isinstance(v, jax.core.Tracer) for v in values) or device_arrays.on_gpu(*values)
 
 
 def _host_array(x):
@@ -123,6 +126,8 @@ def allgather(tensor, name=None, sizes=None, process_set=global_process_set):
     if not _is_traced(tensor):
         return jnp.asarray(_host.allgather(_host_array(tensor), name=name, process_set=process_set))
     set_id = process_set_id(process_set)
+    if sizes is None and tensor.ndim and device_arrays.on_gpu(tensor):
+        sizes = device_arrays.first_dims(tensor, process_set)
     if sizes is not None:
         compiled.allgather_rows(tensor, sizes, set_id)  # checked against the unbatched shape
 
@@ -176,6 +181,8 @@ def alltoall(tensor, splits=None, name=None, received_splits=None, process_set=g
         return jnp.asarray(result[0]), jnp.asarray(result[1])
     set_id = process_set_id(process_set)
     set_size = compiled.rank_and_size(set_id)[1]
+    if splits is not None and received_splits is None and device_arrays.on_gpu(tensor):
+        received_splits = device_arrays.received_splits(splits, process_set)
 
     def exchange(x):
         sent, rows = compiled.alltoall_layout(x, splits, received_splits, set_id)

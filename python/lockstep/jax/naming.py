@@ -8,11 +8,19 @@ the traces of that call site in this process. Every rank runs the same program a
 traces the same functions for the same (global) shapes, so the names agree; they
 stay the same for every execution of a compiled function, so the core's response
 cache serves repeated steps.
+
+Eager calls on GPU arrays (device_arrays) take the same custom call, dispatched
+eagerly: they are named "jax.<kind>.<file>:<line>.eager", the same at every call, so
+jax compiles the call once per call site and shape instead of once per call. Eager
+calls run one after another (the CUDA handler returns only once its collective was
+negotiated), so a name is never in flight twice.
 """
 
 import collections
 import os
 import sys
+
+import jax
 
 from lockstep.common import validation
 
@@ -29,6 +37,8 @@ def traced_name(kind, name):
     if name is not None:
         return name
     site = _call_site()
+    if not _tracing():
+        return f"jax.{kind}.{site}.eager"
     key = (kind, site)
     index = _TRACE_COUNTS[key]
     _TRACE_COUNTS[key] += 1
@@ -44,3 +54,11 @@ def _call_site():
             return f"{os.path.basename(path)}:{frame.f_lineno}"
         frame = frame.f_back
     return "unknown"
+
+
+def _tracing():
+    """Whether JAX is tracing (jit, grad...), as opposed to dispatching eagerly."""
+    from jax._src import core  # no public equivalent; without it every call counts as traced
+
+    clean = getattr(core, "trace_state_clean", None)
+    return clean is None or not clean()
