@@ -43,8 +43,8 @@ def DistributedOptimizer(optimizer, backward_passes_per_step=1, gradient_predivi
         raise ValueError(f"backward_passes_per_step must be at least 1, got {passes}")
 
     def reduce(grads):
-        return mpi_ops.grouped_allreduce(grads, name=name, compression=compression, op=op, prescale_factor=prescale,
-                                         postscale_factor=postscale, process_set=process_set)
+        return mpi_ops.reduce_pytree(grads, name, compression, op, prescale, postscale, process_set,
+                                     in_place=True)
 
     if passes == 1:
         def update(grads, state, params=None):

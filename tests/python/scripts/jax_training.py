@@ -108,6 +108,37 @@ def check_gradient_pytree_is_fused(rank, size, params):
     print(f"rank {rank}: all {leaves} gradients of each jitted step fused", flush=True)
 
 
+def check_in_place_reduction(rank, size, params):
+    """DistributedOptimizer reduces the gradients in their own buffers (the custom call's
+    outputs alias its inputs), and a pytree reduced in place whose leaves are still
+    read afterwards keeps those leaves intact (XLA copies them first)."""
+    from lockstep.jax import mpi_ops
+
+    tx = hvd.DistributedOptimizer(optax.sgd(0.1))
+    x, y = next(batches(size, 1))
+    hlo = make_step(tx).lower(params, tx.init(params), shard(x, rank), shard(y, rank)).as_text()
+    calls = [line for line in hlo.splitlines() if "lockstep_collective" in line]
+    assert len(calls) == 1 and "output_operand_aliases" in calls[0], f"expected one aliased custom call:\n{calls}"
+
+    @jax.jit
+    def reduce_and_reuse(tree):
+        doubled = jax.tree.map(lambda v: v * 2, tree)
+        reduced = mpi_ops.reduce_pytree(doubled, None, hvd.Compression.none, hvd.Sum, 1.0, 1.0,
+                                        hvd.global_process_set, in_place=True)
+        return reduced, jax.tree.map(lambda v: v + 1, doubled)  # the inputs, read after the call
+
+    mine = {"a": jnp.full((4, 3), rank + 1.0), "b": jnp.arange(5.0) * (rank + 1)}
+    for _ in range(2):
+        reduced, reused = reduce_and_reuse(mine)
+        total = size * (size + 1)  # sum over ranks of 2 * (rank + 1)
+        assert_equal(np.asarray(reduced["a"]), np.full((4, 3), total, np.float32), "in-place group, member a")
+        assert_equal(np.asarray(reduced["b"]), (np.arange(5.0) * total).astype(np.float32), "in-place group, member b")
+        assert_equal(np.asarray(reused["a"]), np.full((4, 3), 2 * (rank + 1) + 1, np.float32), "input read after")
+        assert_equal(np.asarray(reused["b"]), (np.arange(5.0) * 2 * (rank + 1) + 1).astype(np.float32),
+                     "input read after")
+    print(f"rank {rank}: gradients reduced in place", flush=True)
+
+
 def check_alltoall_splits_without_x64(rank, size):
     assert not jax.config.jax_enable_x64
     splits = [1 + (rank + d) % 2 for d in range(size)]
@@ -162,6 +193,7 @@ def main():
     check_matches_full_batch(rank, size, params, predivide=float(size))
     check_matches_full_batch(rank, size, params, passes=2, steps=6)
     check_gradient_pytree_is_fused(rank, size, params)
+    check_in_place_reduction(rank, size, params)
     check_compression(rank, size, params)
     check_alltoall_splits_without_x64(rank, size)
     hvd.shutdown()
