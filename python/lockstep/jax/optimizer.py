@@ -24,24 +24,21 @@ class AccumulationState(NamedTuple):
     passes: jax.Array  # backward passes accumulated so far (int32 scalar)
 
 
-# Large enough that a bucket's call and negotiation cost little next to its transfer,
-# small enough that a layered model's first buckets start well before backward ends.
-DEFAULT_BUCKET_BYTES = 4 << 20
-
-
 def DistributedOptimizer(optimizer, backward_passes_per_step=1, gradient_predivide_factor=1.0, op=Average,
                          name=None, compression=Compression.none, process_set=global_process_set,
-                         bucket_bytes=DEFAULT_BUCKET_BYTES):
+                         bucket_bytes=None):
     """Wrap an optax GradientTransformation so that `update` first reduces the
     gradient pytree across ranks, then applies `optimizer`. Works eagerly and
     inside jax.jit.
 
-    Inside jit the gradients are reduced in buckets, each one grouped allreduce
-    (fused by the core, in the gradients' own buffers): the leaves in reverse
-    pytree order (the order in which backward produces a layered model's
-    gradients), a bucket closing once it holds bucket_bytes. XLA starts a bucket's
-    collective as soon as its gradients exist, so communication overlaps the rest of
-    the backward pass. bucket_bytes=None: the whole pytree in one call (as eagerly).
+    Inside jit the gradients are one grouped allreduce (fused by the core) in the
+    gradients' own buffers. bucket_bytes=b cuts them into buckets instead, each its
+    own grouped call: the leaves in reverse pytree order (the order in which
+    backward produces a layered model's gradients), a bucket closing once it holds
+    b bytes, so XLA can start a bucket's collective before backward ends. With one
+    core per rank (2 ranks on 2 cores) 4 MiB buckets measured within noise of one
+    call on a 9.5 MB MLP step, hence the default of one call; eagerly it is always
+    one call.
 
     backward_passes_per_step=k: gradients of k calls are summed locally (as torch
     accumulates .grad) and reduced and applied on every k-th call; the other calls

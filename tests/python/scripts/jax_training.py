@@ -63,7 +63,7 @@ def check_broadcast_parameters(rank, size):
     return params
 
 
-def check_matches_full_batch(rank, size, params, passes=1, predivide=1.0, steps=6, bucket_bytes=4 << 20):
+def check_matches_full_batch(rank, size, params, passes=1, predivide=1.0, steps=6, bucket_bytes=None):
     inner = optax.adam(1e-2)
     dist_step = make_step(hvd.DistributedOptimizer(inner, backward_passes_per_step=passes,
                                                    gradient_predivide_factor=predivide, bucket_bytes=bucket_bytes))
@@ -119,8 +119,8 @@ def check_in_place_reduction(rank, size, params):
 
     x, y = next(batches(size, 1))
     leaves = len(jax.tree.leaves(params))
-    # The test model's gradients fit one default bucket; bucket_bytes=1 gives each its own.
-    for bucket_bytes, expected in ((4 << 20, 1), (1, leaves), (None, 1)):
+    # One call by default; the test model's gradients fit one 4 MiB bucket; bucket_bytes=1 gives each its own.
+    for bucket_bytes, expected in ((None, 1), (4 << 20, 1), (1, leaves)):
         tx = hvd.DistributedOptimizer(optax.sgd(0.1), bucket_bytes=bucket_bytes)
         hlo = make_step(tx).lower(params, tx.init(params), shard(x, rank), shard(y, rank)).as_text()
         calls = [line for line in hlo.splitlines() if "lockstep_collective" in line]
@@ -208,7 +208,7 @@ def main():
     check_matches_full_batch(rank, size, params, passes=2, steps=6)
     check_matches_full_batch(rank, size, params, bucket_bytes=1)  # one call per gradient
     check_matches_full_batch(rank, size, params, passes=2, steps=4, bucket_bytes=300)  # uneven buckets in lax.cond
-    check_matches_full_batch(rank, size, params, bucket_bytes=None)
+    check_matches_full_batch(rank, size, params, bucket_bytes=4 << 20)  # one bucket holds them all
     check_gradient_pytree_is_fused(rank, size, params)
     check_in_place_reduction(rank, size, params)
     check_compression(rank, size, params)
