@@ -259,7 +259,8 @@ def check_objects(rank, size):
 def main():
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
-    for check_fn in (check_allreduce, check_scaling_matches_eager, check_grouped_allreduce, check_allgather, check_broadcast, check_broadcast_of_unsigned_words, check_alltoall,
+    for check_fn in (check_allreduce, check_scaling_matches_eager, check_grouped_allreduce, check_allgather,
+                     check_broadcast, check_broadcast_of_unsigned_words, check_alltoall,
                      check_reducescatter, check_gradients, check_vmap, check_objects):
         check_fn(rank, size)
     hvd.shutdown()
