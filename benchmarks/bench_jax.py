@@ -6,10 +6,11 @@
    raw MPI_Allreduce through mpi4py on the same host buffer, and mpi4jax's
    allreduce inside jit when mpi4jax is installed.
 2. A jitted MLP training step (value_and_grad + optax SGD) whose gradients are
-   averaged by hvd.DistributedOptimizer (one grouped, fused call), against the same
-   step reducing each gradient with its own call (lockstep, and mpi4jax if present).
-Variants alternate round by round; each time is the slowest rank's, and the
-median over rounds is reported. Prints a Markdown table; with --out rank 0 also
+   averaged by hvd.DistributedOptimizer (one call, and 4 MiB buckets), against
+   the same step reducing each gradient with its own call (lockstep, and mpi4jax if
+   present), and without communication.
+Variants alternate round by round, in a different order each round; each time is
+the slowest rank's, and the median over rounds is reported. Prints a Markdown table; with --out rank 0 also
 writes the numbers as JSON (what `make bench` collects).
 """
 
@@ -31,6 +32,7 @@ except ImportError:  # optional comparator
     mpi4jax = None
 
 COMM = MPI.COMM_WORLD
+DISTRIBUTED_OPTIMIZER = "lockstep DistributedOptimizer (one grouped call)"  # the variant the target is about
 SIZES = (4, 64 << 10, 1 << 20, 16 << 20, 64 << 20)
 
 
@@ -87,11 +89,14 @@ def training_variants():
         state = sgd.init(params)
         return lambda: jax.block_until_ready(step(params, state))
 
-    grouped = hvd.DistributedOptimizer(optax.identity())
+    one_call = hvd.DistributedOptimizer(optax.identity())
+    bucketed = hvd.DistributedOptimizer(optax.identity(), bucket_bytes=4 << 20)
     n = hvd.size()
     variants = {
-        "lockstep DistributedOptimizer (one grouped call)": make(lambda g: grouped.update(g, ())[0]),
+        DISTRIBUTED_OPTIMIZER: make(lambda g: one_call.update(g, ())[0]),
+        "lockstep DistributedOptimizer, 4 MiB buckets": make(lambda g: bucketed.update(g, ())[0]),
         "lockstep, one allreduce per gradient": make(lambda g: jax.tree.map(lambda t: hvd.allreduce(t), g)),
+        "no communication (reference)": make(lambda g: g),
     }
     if mpi4jax is not None:
         variants["mpi4jax, one allreduce per gradient"] = make(
@@ -100,13 +105,21 @@ def training_variants():
 
 
 def interleaved(variants, rounds, reps):
+    """Median seconds per call of each variant. Every round runs the variants in a
+    different order (a permutation seeded by the round, the same on every rank), and
+    each variant runs once untimed before its timed calls: on a loaded machine the
+    variant that follows mpi4jax (whose ranks spin in sched_yield while they wait)
+    measured up to 15% slower than the same step placed elsewhere."""
     for fn in variants.values():  # compile and warm up
         for _ in range(3):
             fn()
+    names = list(variants)
     samples = {name: [] for name in variants}
-    for _ in range(rounds):
-        for name, fn in variants.items():
-            samples[name].append(timed(fn, reps))
+    for round_index in range(rounds):
+        for position in np.random.default_rng(round_index).permutation(len(names)):
+            name = names[position]
+            variants[name]()
+            samples[name].append(timed(variants[name], reps))
     return {name: float(np.median(s)) for name, s in samples.items()}
 
 
@@ -130,7 +143,7 @@ def main():
             result["allreduce"].append({"size_bytes": size_bytes, "variant": name, "seconds": seconds,
                                         "busbw_GBps": busbw})
     variants, grad_bytes = training_variants()
-    rounds, reps = (3, 2) if args.quick else (7, 10)
+    rounds, reps = (3, 2) if args.quick else (15, 10)
     lines += ["", f"Jitted MLP step (8 gradients, {grad_bytes / 2**20:.1f} MiB):", "",
               "| variant | ms per step |", "|---|---|"]
     for name, seconds in interleaved(variants, rounds, reps).items():

@@ -11,12 +11,14 @@ def test_jax_collectives(num_ranks):
     run = run_ranks("jax_collectives.py", num_ranks, timeout=240, env=FAST_STALLS)
     run.assert_all_ranks_passed(num_ranks)
     assert "allreduces in one jitted function, 3 runs" in run.stdout, run.describe()
+    assert "scaled float allreduces inside jit equal eager bit for bit" in run.stdout, run.describe()
 
 
 def test_jax_training(num_ranks):
     run = run_ranks("jax_training.py", num_ranks, timeout=240, env=FAST_STALLS)
     run.assert_all_ranks_passed(num_ranks)
     assert "gradients of each jitted step fused" in run.stdout, run.describe()
+    assert "gradients reduced in place, in buckets" in run.stdout, run.describe()
 
 
 def test_jax_errors_fail_every_rank(num_ranks):

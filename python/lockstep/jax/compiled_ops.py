@@ -31,9 +31,11 @@ _NO_SPLITS = np.zeros(0, np.int64)
 
 
 def call(op_type, kind, inputs, out_types, name, reduce_op=Average, prescale=1.0, postscale=1.0,
-         root_rank=0, splits=_NO_SPLITS, allowed_ops=None, set_id=0, elementwise=False):
+         root_rank=0, splits=_NO_SPLITS, allowed_ops=None, set_id=0, elementwise=False, in_place=False):
     """Bind one custom call over `inputs` (a list) producing `out_types` (a list of
-    jax.ShapeDtypeStruct); returns the list of outputs."""
+    jax.ShapeDtypeStruct); returns the list of outputs. in_place: output i is input
+    i's buffer (XLA copies an input that is still needed elsewhere), so the core
+    reduces in XLA's buffers without an output to allocate and fill."""
     basics.require_initialized()  # at trace time, so the error is not deferred to a run
     target = ffi_library.ensure_registered()
     if set_id != 0:
@@ -50,7 +52,9 @@ def call(op_type, kind, inputs, out_types, name, reduce_op=Average, prescale=1.0
         process_set_id=np.int32(set_id),
     )
     vmap_method = "broadcast_all" if elementwise else None
-    run = jax.ffi.ffi_call(target, list(out_types), has_side_effect=True, vmap_method=vmap_method)
+    aliases = {i: i for i in range(len(inputs))} if in_place else None
+    run = jax.ffi.ffi_call(target, list(out_types), has_side_effect=True, vmap_method=vmap_method,
+                           input_output_aliases=aliases)
     return list(run(*inputs, **attributes))
 
 

@@ -68,51 +68,80 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
     """Allreduce every leaf of a pytree (a list of arrays, a dict of parameters...) as
     one group, which the core negotiates together and fuses; returns the same pytree."""
     op = handle_average_backwards_compatibility(op, average)
+    return reduce_pytree(tensors, name, compression, op, prescale_factor, postscale_factor, process_set)
+
+
+def reduce_pytree(tensors, name, compression, op, prescale_factor, postscale_factor, process_set, in_place=False):
+    """grouped_allreduce's work. in_place (inside jit): the results take the leaves'
+    buffers (for gradients, which nothing reads after their reduction)."""
     leaves, tree = jax.tree_util.tree_flatten(tensors)
     if not leaves:
         return tensors
     compression = _compressor(compression)
     compressed = [compression.compress(jnp.asarray(leaf)) for leaf in leaves]
-    reduced = _grouped_allreduce_leaves([leaf for leaf, _ in compressed], name, op, prescale_factor, postscale_factor,
-                                        process_set)
+    sent = [leaf for leaf, _ in compressed]
+    if _is_traced(*sent):
+        reduced = _grouped_traced(sent, name, op, prescale_factor, postscale_factor, process_set_id(process_set),
+                                  in_place)
+    else:
+        reduced = [jnp.asarray(r) for r in _host.grouped_allreduce(
+            [_host_array(leaf) for leaf in sent], name=name, op=op, prescale_factor=prescale_factor,
+            postscale_factor=postscale_factor, process_set=process_set)]
     restored = [compression.decompress(r, context) for r, (_, context) in zip(reduced, compressed)]
     return jax.tree_util.tree_unflatten(tree, restored)
 
 
-def _grouped_allreduce_leaves(leaves, name, op, prescale_factor, postscale_factor, process_set):
-    if _is_traced(*leaves):
-        return _grouped_traced(leaves, name, op, prescale_factor, postscale_factor, process_set_id(process_set))
-    return [jnp.asarray(r) for r in _host.grouped_allreduce(
-        [_host_array(leaf) for leaf in leaves], name=name, op=op,
-        prescale_factor=prescale_factor, postscale_factor=postscale_factor, process_set=process_set)]
-
-
-def _grouped_traced(leaves, name, op, prescale, postscale, set_id):
+def _grouped_traced(leaves, name, op, prescale, postscale, set_id, in_place=False):
     if op in _DIFFERENTIABLE_OPS and all(jnp.issubdtype(leaf.dtype, jnp.inexact) for leaf in leaves):
-        return list(_differentiable_allreduce(op, float(prescale), float(postscale), name, set_id, tuple(leaves)))
-    return _allreduce_call(leaves, name, op, prescale, postscale, set_id)
+        return list(_differentiable_allreduce(op, float(prescale), float(postscale), name, set_id, in_place,
+                                              tuple(leaves)))
+    return _allreduce_call(leaves, name, op, prescale, postscale, set_id, in_place)
 
 
-def _allreduce_call(leaves, name, op, prescale, postscale, set_id):
+def _allreduce_call(leaves, name, op, prescale, postscale, set_id, in_place=False):
+    if op in _DIFFERENTIABLE_OPS and all(jnp.issubdtype(x.dtype, jnp.floating) for x in leaves):
+        # The scaling runs in the compiled program, where XLA fuses it into the code that
+        # produces and consumes the gradients, rather than as passes of the core over them.
+        # The arithmetic is the core's (Horovod's): float(factor) * x in the tensor's own
+        # precision, 16-bit types in float32; Average is a Sum scaled by postscale / size.
+        before = validation.as_scale_factor(prescale, "prescale_factor")
+        after = validation.as_scale_factor(postscale, "postscale_factor")
+        if op == Average:
+            after /= compiled.rank_and_size(set_id)[1]
+        summed = _reduction([_scaled(x, before) for x in leaves], name, Sum, 1.0, 1.0, set_id, in_place)
+        return [_scaled(x, after) for x in summed]
+    return _reduction(leaves, name, op, prescale, postscale, set_id, in_place)
+
+
+def _reduction(leaves, name, op, prescale, postscale, set_id, in_place):
     return compiled.call(compiled.OP.ALLREDUCE, "allreduce", leaves, [compiled.same_shape(x) for x in leaves],
                          name, reduce_op=op, prescale=prescale, postscale=postscale, allowed_ops=_ALLREDUCE_OPS,
-                         set_id=set_id, elementwise=True)
+                         set_id=set_id, elementwise=True, in_place=in_place)
+
+
+def _scaled(x, factor):
+    """float(factor) * x rounded to x's type, as the core scales (16-bit types in float32)."""
+    if factor == 1.0:
+        return x
+    if x.dtype in (jnp.float16, jnp.bfloat16):
+        return (x.astype(jnp.float32) * np.float32(factor)).astype(x.dtype)
+    return x * np.asarray(factor, x.dtype)
 
 
 # The gradient of y = post * sum_r(pre * x_r) with respect to each rank's x is
 # pre * post * sum_r(dy_r): the same reduction of the cotangents (Average likewise).
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 4))
-def _differentiable_allreduce(op, prescale, postscale, name, set_id, leaves):
-    return tuple(_allreduce_call(list(leaves), name, op, prescale, postscale, set_id))
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2, 3, 4, 5))
+def _differentiable_allreduce(op, prescale, postscale, name, set_id, in_place, leaves):
+    return tuple(_allreduce_call(list(leaves), name, op, prescale, postscale, set_id, in_place))
 
 
-def _allreduce_fwd(op, prescale, postscale, name, set_id, leaves):
-    return _differentiable_allreduce(op, prescale, postscale, name, set_id, leaves), None
+def _allreduce_fwd(op, prescale, postscale, name, set_id, in_place, leaves):
+    return _differentiable_allreduce(op, prescale, postscale, name, set_id, in_place, leaves), None
 
 
-def _allreduce_bwd(op, prescale, postscale, name, set_id, _, cotangents):
+def _allreduce_bwd(op, prescale, postscale, name, set_id, in_place, _, cotangents):
     grad_name = None if name is None else f"{name}.grad"
-    return (tuple(_allreduce_call(list(cotangents), grad_name, op, prescale, postscale, set_id)),)
+    return (tuple(_allreduce_call(list(cotangents), grad_name, op, prescale, postscale, set_id, in_place)),)
 
 
 _differentiable_allreduce.defvjp(_allreduce_fwd, _allreduce_bwd)

@@ -6,6 +6,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from lockstep.common import validation
@@ -24,10 +25,20 @@ class AccumulationState(NamedTuple):
 
 
 def DistributedOptimizer(optimizer, backward_passes_per_step=1, gradient_predivide_factor=1.0, op=Average,
-                         name=None, compression=Compression.none, process_set=global_process_set):
+                         name=None, compression=Compression.none, process_set=global_process_set,
+                         bucket_bytes=None):
     """Wrap an optax GradientTransformation so that `update` first reduces the
-    gradient pytree across ranks (one grouped allreduce, fused by the core), then
-    applies `optimizer`. Works eagerly and inside jax.jit.
+    gradient pytree across ranks, then applies `optimizer`. Works eagerly and
+    inside jax.jit.
+
+    Inside jit the gradients are one grouped allreduce (fused by the core) in the
+    gradients' own buffers. bucket_bytes=b cuts them into buckets instead, each its
+    own grouped call: the leaves in reverse pytree order (the order in which
+    backward produces a layered model's gradients), a bucket closing once it holds
+    b bytes, so XLA can start a bucket's collective before backward ends. With one
+    core per rank (2 ranks on 2 cores) 4 MiB buckets measured within noise of one
+    call on a 9.5 MB MLP step, hence the default of one call; eagerly it is always
+    one call.
 
     backward_passes_per_step=k: gradients of k calls are summed locally (as torch
     accumulates .grad) and reduced and applied on every k-th call; the other calls
@@ -41,10 +52,26 @@ def DistributedOptimizer(optimizer, backward_passes_per_step=1, gradient_predivi
     passes = validation.as_int(backward_passes_per_step, "backward_passes_per_step")
     if passes < 1:
         raise ValueError(f"backward_passes_per_step must be at least 1, got {passes}")
+    if bucket_bytes is not None:
+        bucket_bytes = validation.as_int(bucket_bytes, "bucket_bytes")
+        if bucket_bytes < 1:
+            raise ValueError(f"bucket_bytes must be positive (or None for one call), got {bucket_bytes}")
+    base = validation.check_name(name)
 
     def reduce(grads):
-        return mpi_ops.grouped_allreduce(grads, name=name, compression=compression, op=op, prescale_factor=prescale,
-                                         postscale_factor=postscale, process_set=process_set)
+        leaves, tree = jax.tree_util.tree_flatten(grads)
+        buckets = _buckets(leaves, bucket_bytes)
+        if len(buckets) <= 1:
+            return mpi_ops.reduce_pytree(grads, base, compression, op, prescale, postscale, process_set,
+                                         in_place=True)
+        reduced = [None] * len(leaves)
+        for number, bucket in enumerate(buckets):
+            bucket_name = None if base is None else f"{base}.bucket{number}"
+            results = mpi_ops.reduce_pytree([leaves[i] for i in bucket], bucket_name, compression, op, prescale,
+                                            postscale, process_set, in_place=True)
+            for i, result in zip(bucket, results):
+                reduced[i] = result
+        return jax.tree_util.tree_unflatten(tree, reduced)
 
     if passes == 1:
         def update(grads, state, params=None):
@@ -52,6 +79,23 @@ def DistributedOptimizer(optimizer, backward_passes_per_step=1, gradient_predivi
 
         return optax.GradientTransformation(optimizer.init, update)
     return _accumulating(optimizer, passes, reduce)
+
+
+def _buckets(leaves, bucket_bytes):
+    """Leaf indices in reverse order, cut into buckets of at least bucket_bytes (the
+    last may hold less). Eagerly every gradient already exists: one bucket."""
+    if bucket_bytes is None or not any(isinstance(leaf, jax.core.Tracer) for leaf in leaves):
+        return [list(range(len(leaves)))]
+    buckets, current, filled = [], [], 0
+    for i in reversed(range(len(leaves))):
+        current.append(i)
+        filled += np.size(leaves[i]) * jnp.dtype(jnp.result_type(leaves[i])).itemsize
+        if filled >= bucket_bytes:
+            buckets.append(current)
+            current, filled = [], 0
+    if current:
+        buckets.append(current)
+    return buckets
 
 
 def _accumulating(optimizer, passes, reduce):

@@ -79,3 +79,10 @@ class JaxGradientReducer(TorchGradientReducer):
 
         self._frontend = lockstep.jax
         self._init(resolve(compression, lockstep.jax.Compression), op, gradient_predivide_factor, process_set)
+
+    def _allreduce(self, tensors):
+        from lockstep.jax import mpi_ops
+
+        # Inside the jitted step the gradients are dead once reduced: reduce in their buffers.
+        return mpi_ops.reduce_pytree(tensors, None, self.compression, self.op, self.prescale, self.postscale,
+                                     self.process_set, in_place=True)

@@ -77,6 +77,40 @@ def check_allreduce(rank, size):
     print(f"rank {rank}: {len(cases)} allreduces in one jitted function, 3 runs", flush=True)
 
 
+def check_scaling_matches_eager(rank, size):
+    """Inside jit, Sum and Average of floating tensors scale in the compiled program
+    rather than in the core: the values must still be the core's (eager) bit for bit,
+    with factors that are not exact in any dtype and sums that are not multiples of
+    the size, grouped and alone, in place (the optimizers' path) and not."""
+    from lockstep.jax import mpi_ops
+
+    rng = np.random.default_rng(1234 + rank)
+    cases = []
+    for dtype in FLOAT_DTYPES:
+        x = jnp.asarray(rng.normal(size=(7, 3)).astype(dtype))
+        for op_name, pre, post in (("Average", 1.0, 1.0), ("Average", 0.1, 0.7), ("Sum", 1 / 3, 3.3)):
+            cases.append((f"{dtype.name} {op_name} pre={pre:.3g} post={post:.3g}", x, OPS[op_name], pre, post))
+    eager = [hvd.allreduce(x, op=op, prescale_factor=pre, postscale_factor=post) for _, x, op, pre, post in cases]
+
+    @jax.jit
+    def alone(xs):
+        return [hvd.allreduce(x, op=op, prescale_factor=pre, postscale_factor=post)
+                for x, (_, _, op, pre, post) in zip(xs, cases)]
+
+    @jax.jit
+    def grouped_in_place(xs):
+        out = []
+        for x, (_, _, op, pre, post) in zip(xs, cases):
+            out += mpi_ops.reduce_pytree([x * 1], None, hvd.Compression.none, op, pre, post,
+                                         hvd.global_process_set, in_place=True)
+        return out
+
+    for how, function in (("alone", alone), ("grouped in place", grouped_in_place)):
+        for result, expected, (key, *_) in zip(function([x for _, x, *_ in cases]), eager, cases):
+            check(result, np.asarray(expected), f"jit allreduce {key} ({how}) vs eager")
+    print(f"rank {rank}: {len(cases)} scaled float allreduces inside jit equal eager bit for bit", flush=True)
+
+
 def check_grouped_allreduce(rank, size):
     tree = {"w": jnp.asarray(rank_values(np.dtype(np.float32), (4, 3), rank)),
             "b": [jnp.asarray(rank_values(FLOAT_DTYPES[1], (3,), rank)), jnp.asarray(rank_values(np.dtype(np.int32), (2,), rank))]}
@@ -225,7 +259,8 @@ def check_objects(rank, size):
 def main():
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
-    for check_fn in (check_allreduce, check_grouped_allreduce, check_allgather, check_broadcast, check_broadcast_of_unsigned_words, check_alltoall,
+    for check_fn in (check_allreduce, check_scaling_matches_eager, check_grouped_allreduce, check_allgather,
+                     check_broadcast, check_broadcast_of_unsigned_words, check_alltoall,
                      check_reducescatter, check_gradients, check_vmap, check_objects):
         check_fn(rank, size)
     hvd.shutdown()

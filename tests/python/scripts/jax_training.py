@@ -1,6 +1,7 @@
 """lockstep.jax training under mpirun: DistributedOptimizer inside a jitted step
 matches single-process training on the full batch (also with
-backward_passes_per_step and gradient_predivide_factor), broadcast_parameters,
+backward_passes_per_step, gradient_predivide_factor and gradient buckets),
+broadcast_parameters, gradients reduced in place,
 the core fusing a gradient pytree reduced in one call, and alltoall's received
 splits without jax_enable_x64."""
 
@@ -62,10 +63,10 @@ def check_broadcast_parameters(rank, size):
     return params
 
 
-def check_matches_full_batch(rank, size, params, passes=1, predivide=1.0, steps=6):
+def check_matches_full_batch(rank, size, params, passes=1, predivide=1.0, steps=6, bucket_bytes=None):
     inner = optax.adam(1e-2)
     dist_step = make_step(hvd.DistributedOptimizer(inner, backward_passes_per_step=passes,
-                                                   gradient_predivide_factor=predivide))
+                                                   gradient_predivide_factor=predivide, bucket_bytes=bucket_bytes))
     ref_tx = optax.MultiSteps(inner, every_k_schedule=passes) if passes > 1 else inner
     ref_step = make_step(ref_tx)
     dist_params, dist_state = params, hvd.DistributedOptimizer(inner, backward_passes_per_step=passes).init(params)
@@ -73,7 +74,8 @@ def check_matches_full_batch(rank, size, params, passes=1, predivide=1.0, steps=
     for x, y in batches(size, steps):
         dist_params, dist_state, _ = dist_step(dist_params, dist_state, shard(x, rank), shard(y, rank))
         ref_params, ref_state, _ = ref_step(ref_params, ref_state, x, y)
-    what = f"DistributedOptimizer(passes={passes}, predivide={predivide}) vs full-batch training"
+    what = (f"DistributedOptimizer(passes={passes}, predivide={predivide}, bucket_bytes={bucket_bytes}) "
+            "vs full-batch training")
     # MultiSteps averages the accumulated gradients, lockstep sums them (as torch's .grad
     # does); Adam is invariant to that constant factor up to its epsilon.
     jax.tree.map(lambda a, e: np.testing.assert_allclose(np.asarray(a), np.asarray(e), rtol=2e-4, atol=2e-5,
@@ -106,6 +108,49 @@ def check_gradient_pytree_is_fused(rank, size, params):
     assert launches == 3 * leaves, f"timeline shows {launches} allreduces, expected {3 * leaves}"
     assert share == 1.0, f"only {share:.0%} of a gradient pytree reduced in one call were fused"
     print(f"rank {rank}: all {leaves} gradients of each jitted step fused", flush=True)
+
+
+def check_in_place_reduction(rank, size, params):
+    """DistributedOptimizer reduces the gradients in buckets (one custom call each), in
+    their own buffers (the calls' outputs alias their inputs); bucket_bytes must be
+    positive; a pytree reduced in place whose leaves are still read afterwards keeps
+    those leaves intact (XLA copies them first)."""
+    from lockstep.jax import mpi_ops
+
+    x, y = next(batches(size, 1))
+    leaves = len(jax.tree.leaves(params))
+    # One call by default; the test model's gradients fit one 4 MiB bucket; bucket_bytes=1 gives each its own.
+    for bucket_bytes, expected in ((None, 1), (4 << 20, 1), (1, leaves)):
+        tx = hvd.DistributedOptimizer(optax.sgd(0.1), bucket_bytes=bucket_bytes)
+        hlo = make_step(tx).lower(params, tx.init(params), shard(x, rank), shard(y, rank)).as_text()
+        calls = [line for line in hlo.splitlines() if "lockstep_collective" in line]
+        assert len(calls) == expected and all("output_operand_aliases" in c for c in calls), (
+            f"bucket_bytes={bucket_bytes}: expected {expected} aliased custom call(s):\n" + "\n".join(calls))
+    for bad in (0, -5):
+        try:
+            hvd.DistributedOptimizer(optax.sgd(0.1), bucket_bytes=bad)
+        except ValueError as error:
+            assert "bucket_bytes" in str(error), error
+        else:
+            raise AssertionError(f"bucket_bytes={bad} must raise ValueError")
+
+    @jax.jit
+    def reduce_and_reuse(tree):
+        doubled = jax.tree.map(lambda v: v * 2, tree)
+        reduced = mpi_ops.reduce_pytree(doubled, None, hvd.Compression.none, hvd.Sum, 1.0, 1.0,
+                                        hvd.global_process_set, in_place=True)
+        return reduced, jax.tree.map(lambda v: v + 1, doubled)  # the inputs, read after the call
+
+    mine = {"a": jnp.full((4, 3), rank + 1.0), "b": jnp.arange(5.0) * (rank + 1)}
+    for _ in range(2):
+        reduced, reused = reduce_and_reuse(mine)
+        total = size * (size + 1)  # sum over ranks of 2 * (rank + 1)
+        assert_equal(np.asarray(reduced["a"]), np.full((4, 3), total, np.float32), "in-place group, member a")
+        assert_equal(np.asarray(reduced["b"]), (np.arange(5.0) * total).astype(np.float32), "in-place group, member b")
+        assert_equal(np.asarray(reused["a"]), np.full((4, 3), 2 * (rank + 1) + 1, np.float32), "input read after")
+        assert_equal(np.asarray(reused["b"]), (np.arange(5.0) * 2 * (rank + 1) + 1).astype(np.float32),
+                     "input read after")
+    print(f"rank {rank}: gradients reduced in place, in buckets", flush=True)
 
 
 def check_alltoall_splits_without_x64(rank, size):
@@ -161,7 +206,11 @@ def main():
     check_matches_full_batch(rank, size, params)
     check_matches_full_batch(rank, size, params, predivide=float(size))
     check_matches_full_batch(rank, size, params, passes=2, steps=6)
+    check_matches_full_batch(rank, size, params, bucket_bytes=1)  # one call per gradient
+    check_matches_full_batch(rank, size, params, passes=2, steps=4, bucket_bytes=300)  # uneven buckets in lax.cond
+    check_matches_full_batch(rank, size, params, bucket_bytes=4 << 20)  # one bucket holds them all
     check_gradient_pytree_is_fused(rank, size, params)
+    check_in_place_reduction(rank, size, params)
     check_compression(rank, size, params)
     check_alltoall_splits_without_x64(rank, size)
     hvd.shutdown()
