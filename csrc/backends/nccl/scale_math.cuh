@@ -17,8 +17,10 @@ __device__ __forceinline__ T ScaleValue(T value, double factor) {
   const double scaled = static_cast<double>(value) * factor;
   constexpr T kLowest = cuda::std::numeric_limits<T>::lowest();
   constexpr T kHighest = cuda::std::numeric_limits<T>::max();
-  if (!(scaled >= static_cast<double>(kLowest))) return kLowest;  // also NaN
+  if (scaled != scaled) return T{0};  // NaN (an infinite factor times 0), as the host
+  // For int64 the highest value rounds up to 2^63, which does not fit: stay below it.
   if (scaled >= static_cast<double>(kHighest)) return kHighest;
+  if (scaled <= static_cast<double>(kLowest)) return kLowest;
   return static_cast<T>(scaled);
 }
 

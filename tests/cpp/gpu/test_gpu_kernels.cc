@@ -68,7 +68,7 @@ TEST(GpuKernelTest, ScaleMatchesTheHostBitForBit) {
   SKIP_WITHOUT_GPU();
   const int64_t count = 100003;
   for (DataType dtype : kScaledTypes) {
-    for (double factor : {0.25, 1.0 / 3.0, -2.5, 1e10}) {
+    for (double factor : {0.25, 1.0 / 3.0, -2.5, 1e10, -1e300, 0.0}) {
       std::vector<uint8_t> expected = Values(dtype, count, 7);
       DeviceBytes device(expected.size());
       ASSERT_EQ(cudaMemcpy(device.get(), expected.data(), expected.size(), cudaMemcpyHostToDevice),

@@ -145,6 +145,9 @@ def shutdown_with_collectives_running(rank, size):
             handles = [hvd.allreduce_async(data, op=hvd.Sum, name=f"running.{i}") for i in range(4)]
         except ValueError:  # this rank has shut down: nothing more can be submitted
             break
+        except hvd.LockstepError as error:  # another rank's shutdown stopped this one first
+            assert "shut down" in str(error), f"unclear error during shutdown: {error}"
+            break
         for handle in handles:
             try:
                 assert_equal(hvd.synchronize(handle), expected, f"allreduce during shutdown, step {step}")
