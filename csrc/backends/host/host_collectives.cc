@@ -6,22 +6,11 @@
 #include <string>
 
 #include "backends/mpi/chunked_allreduce.h"
+#include "backends/result_layout.h"
 #include "reduction/scaling.h"
 
 namespace lockstep {
 namespace {
-
-int64_t RowElements(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
-  return n;
-}
-
-std::vector<int64_t> WithFirstDim(std::vector<int64_t> shape, int64_t first) {
-  if (shape.empty()) return {first};
-  shape[0] = first;
-  return shape;
-}
 
 std::string CollectiveName(const Response& r, const Backend& backend) {
   static const char* const kKinds[] = {"ALLREDUCE", "ALLGATHER", "BCAST", "ALLTOALL",
@@ -191,18 +180,12 @@ void HostCollectives::CopyAdasumSegments(const Response& r, const std::vector<Lo
 
 OpResult HostCollectives::RunAllgather(const Response& r, const OpSpec& spec) {
   Backend& backend = backend_;
-  const int64_t row_bytes = RowElements(spec.shape) * DataTypeSize(r.dtype);
-  std::vector<int64_t> bytes_per_rank;
-  int64_t rows = 0;
-  for (int64_t n : r.sizes) {
-    bytes_per_rank.push_back(n * row_bytes);
-    rows += n;
-  }
+  const AllgatherLayout layout = PlanAllgather(r, spec);
   OpResult result;
-  result.shape = WithFirstDim(spec.shape, rows);
-  result.buffer = ResultBuffer(rows * row_bytes, r);
+  result.shape = layout.shape;
+  result.buffer = ResultBuffer(layout.bytes, r);
   Phase(r.names, CollectiveName(r, backend).c_str());
-  backend.Allgatherv(spec.input, result.buffer->data(), bytes_per_rank);
+  backend.Allgatherv(spec.input, result.buffer->data(), layout.bytes_per_rank);
   EndPhase(r.names);
   return result;
 }
@@ -223,52 +206,37 @@ OpResult HostCollectives::RunBroadcast(const Response& r, const OpSpec& spec) {
 
 OpResult HostCollectives::RunAlltoall(const Response& r, const OpSpec& spec) {
   Backend& backend = backend_;
-  const int n = topology_.size;
-  const int me = topology_.rank;
-  const int64_t row_bytes = RowElements(spec.shape) * DataTypeSize(r.dtype);
-  std::vector<int64_t> send_bytes(n), recv_bytes(n);
+  AlltoallLayout layout = PlanAlltoall(r, spec, topology_.rank, topology_.size);
   OpResult result;
-  int64_t rows = 0;
-  for (int j = 0; j < n; ++j) {
-    send_bytes[j] = r.sizes[me * n + j] * row_bytes;
-    recv_bytes[j] = r.sizes[j * n + me] * row_bytes;
-    result.received_splits.push_back(r.sizes[j * n + me]);
-    rows += r.sizes[j * n + me];
-  }
-  result.shape = WithFirstDim(spec.shape, rows);
-  result.buffer = ResultBuffer(rows * row_bytes, r);
+  result.shape = layout.shape;
+  result.received_splits = std::move(layout.received_splits);
+  result.buffer = ResultBuffer(layout.recv_total, r);
   Phase(r.names, CollectiveName(r, backend).c_str());
-  backend.Alltoallv(spec.input, send_bytes, result.buffer->data(), recv_bytes);
+  backend.Alltoallv(spec.input, layout.send_bytes, result.buffer->data(), layout.recv_bytes);
   EndPhase(r.names);
   return result;
 }
 
 OpResult HostCollectives::RunReducescatter(const Response& r, const OpSpec& spec) {
   Backend& backend = backend_;
-  const int n = topology_.size;
-  const std::vector<int64_t>& shape = spec.shape;
-  const int64_t rows = shape.empty() ? 1 : shape[0];
-  const int64_t row_elements = RowElements(shape);
+  const ReducescatterLayout layout = PlanReducescatter(spec, topology_.rank, topology_.size);
   const int64_t element = DataTypeSize(r.dtype);
-  // Uneven splits give the extra rows to the first ranks.
-  std::vector<int64_t> counts(n);
-  for (int i = 0; i < n; ++i) counts[i] = (rows / n + (i < rows % n ? 1 : 0)) * row_elements;
+  const int64_t mine = layout.counts[topology_.rank];
 
   const void* input = spec.input;
   if (r.prescale != 1.0) {  // scale a copy: the caller's input stays untouched
-    void* scaled = fusion_buffer_.Get(rows * row_elements * element);
-    std::memcpy(scaled, input, rows * row_elements * element);
-    ScaleInPlace(scaled, rows * row_elements, r.dtype, r.prescale);
+    void* scaled = fusion_buffer_.Get(layout.total_elements * element);
+    std::memcpy(scaled, input, layout.total_elements * element);
+    ScaleInPlace(scaled, layout.total_elements, r.dtype, r.prescale);
     input = scaled;
   }
   OpResult result;
-  result.shape = WithFirstDim(shape, counts[topology_.rank] / (row_elements ? row_elements : 1));
-  if (row_elements == 0) result.shape[0] = rows / n + (topology_.rank < rows % n ? 1 : 0);
-  result.buffer = ResultBuffer(counts[topology_.rank] * element, r);
+  result.shape = layout.shape;
+  result.buffer = ResultBuffer(mine * element, r);
   Phase(r.names, CollectiveName(r, backend).c_str());
-  backend.ReduceScatter(input, result.buffer->data(), counts, r.dtype, r.reduce_op);
+  backend.ReduceScatter(input, result.buffer->data(), layout.counts, r.dtype, r.reduce_op);
   EndPhase(r.names);
-  FinishReduction(result.buffer->data(), counts[topology_.rank], r);
+  FinishReduction(result.buffer->data(), mine, r);
   return result;
 }
 

@@ -3,22 +3,11 @@
 #include "backends/nccl/batched_copy.h"
 #include "backends/nccl/nccl_types.h"
 #include "backends/nccl/scale_kernels.h"
+#include "backends/result_layout.h"
 #include "fusion/device_layout.h"
 
 namespace lockstep {
 namespace {
-
-int64_t RowElements(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
-  return n;
-}
-
-std::vector<int64_t> WithFirstDim(std::vector<int64_t> shape, int64_t first) {
-  if (shape.empty()) return {first};
-  shape[0] = first;
-  return shape;
-}
 
 template <typename T>
 const T* Offset(const void* base, int64_t bytes) {
@@ -187,18 +176,13 @@ void NcclOps::AllreduceFused(const Response& r, const std::vector<LocalTensor>& 
 // equal parts); equal ones use ncclAllGather.
 OpResult NcclOps::Allgather(const Response& r, const OpSpec& spec) {
   Phase("NCCL_ALLGATHER");
-  const int64_t row_bytes = RowElements(spec.shape) * static_cast<int64_t>(DataTypeSize(r.dtype));
-  std::vector<int64_t> bytes_per_rank;
-  int64_t rows = 0;
-  for (int64_t n : r.sizes) {
-    bytes_per_rank.push_back(n * row_bytes);
-    rows += n;
-  }
+  const AllgatherLayout layout = PlanAllgather(r, spec);
+  const std::vector<int64_t>& bytes_per_rank = layout.bytes_per_rank;
   OpResult result;
-  result.shape = WithFirstDim(spec.shape, rows);
-  result.buffer = DeviceResult(rows * row_bytes, stream_, spec.stream, r.names);
+  result.shape = layout.shape;
+  result.buffer = DeviceResult(layout.bytes, stream_, spec.stream, r.names);
   result.device = stream_->device();
-  if (rows * row_bytes == 0) return result;
+  if (layout.bytes == 0) return result;
   void* out = result.buffer->data();
   if (AllEqual(bytes_per_rank)) {
     Check(nccl_.AllGather(spec.input, out, static_cast<size_t>(bytes_per_rank[0]), ncclUint8,
@@ -240,22 +224,15 @@ OpResult NcclOps::Alltoall(const Response& r, const OpSpec& spec) {
   Phase("NCCL_ALLTOALL");
   const int n = topology_.size;
   const int me = topology_.rank;
-  const int64_t row_bytes = RowElements(spec.shape) * static_cast<int64_t>(DataTypeSize(r.dtype));
-  std::vector<int64_t> send_bytes(n), recv_bytes(n), send_at(n), recv_at(n);
+  AlltoallLayout layout = PlanAlltoall(r, spec, me, n);
+  const std::vector<int64_t>& send_bytes = layout.send_bytes;
+  const std::vector<int64_t>& recv_bytes = layout.recv_bytes;
+  const std::vector<int64_t>& send_at = layout.send_at;
+  const std::vector<int64_t>& recv_at = layout.recv_at;
   OpResult result;
-  int64_t rows = 0, sent = 0, received = 0;
-  for (int j = 0; j < n; ++j) {
-    send_bytes[j] = r.sizes[me * n + j] * row_bytes;
-    recv_bytes[j] = r.sizes[j * n + me] * row_bytes;
-    send_at[j] = sent;
-    recv_at[j] = received;
-    sent += send_bytes[j];
-    received += recv_bytes[j];
-    result.received_splits.push_back(r.sizes[j * n + me]);
-    rows += r.sizes[j * n + me];
-  }
-  result.shape = WithFirstDim(spec.shape, rows);
-  result.buffer = DeviceResult(received, stream_, spec.stream, r.names);
+  result.shape = layout.shape;
+  result.received_splits = layout.received_splits;
+  result.buffer = DeviceResult(layout.recv_total, stream_, spec.stream, r.names);
   result.device = stream_->device();
   void* out = result.buffer->data();
   if (recv_bytes[me] > 0) {  // this rank's own rows: a copy, not a message to itself
@@ -287,18 +264,15 @@ OpResult NcclOps::Alltoall(const Response& r, const OpSpec& spec) {
 OpResult NcclOps::Reducescatter(const Response& r, const OpSpec& spec) {
   Phase("NCCL_REDUCESCATTER");
   const int n = topology_.size;
-  const std::vector<int64_t>& shape = spec.shape;
-  const int64_t rows = shape.empty() ? 1 : shape[0];
-  const int64_t row_elements = RowElements(shape);
-  const int64_t element = static_cast<int64_t>(DataTypeSize(r.dtype));
-  std::vector<int64_t> counts(n);
-  for (int i = 0; i < n; ++i) counts[i] = (rows / n + (i < rows % n ? 1 : 0)) * row_elements;
   const int me = topology_.rank;
+  const ReducescatterLayout layout = PlanReducescatter(spec, me, n);
+  const std::vector<int64_t>& counts = layout.counts;
+  const int64_t element = static_cast<int64_t>(DataTypeSize(r.dtype));
   const ncclDataType_t type = *NcclDataTypeOf(r.dtype);
   const ncclRedOp_t op = *NcclRedOpFor(r.reduce_op, r.dtype);
 
   const void* input = spec.input;
-  const int64_t total_bytes = rows * row_elements * element;
+  const int64_t total_bytes = layout.total_elements * element;
   if (r.prescale != 1.0 && total_bytes > 0) {  // scale a copy: the input stays untouched
     void* scaled = scratch_.Get(total_bytes, r.names);
     const DeviceCopy copy{spec.input, scaled, total_bytes};
@@ -307,7 +281,7 @@ OpResult NcclOps::Reducescatter(const Response& r, const OpSpec& spec) {
     input = scaled;
   }
   OpResult result;
-  result.shape = WithFirstDim(shape, rows / n + (me < rows % n ? 1 : 0));
+  result.shape = layout.shape;
   result.buffer = DeviceResult(counts[me] * element, stream_, spec.stream, r.names);
   result.device = stream_->device();
   void* out = result.buffer->data();
