@@ -7,11 +7,7 @@ That is test-harness business: the library itself never sets NCCL variables.
 """
 
 import os
-import signal
-import subprocess
 import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 GPU_TESTS_DIR = Path(__file__).resolve().parent
@@ -19,6 +15,9 @@ REPO_ROOT = GPU_TESTS_DIR.parents[1]
 SCRIPTS_DIR = GPU_TESTS_DIR / "scripts"
 # rank_checks / torch_checks: the exact reference values of the CPU suite.
 CPU_SCRIPTS_DIR = REPO_ROOT / "tests" / "python" / "scripts"
+sys.path.insert(0, str(CPU_SCRIPTS_DIR.parent))
+from mpi_harness import run_mpirun  # noqa: E402  (one way to run and stop mpirun jobs)
+
 PACKAGE_ROOT = Path(os.environ.get("LOCKSTEP_TEST_PACKAGE_ROOT", REPO_ROOT / "python"))
 
 # Each rank its own pretend host (expanded by the shell mpirun starts per rank).
@@ -46,26 +45,6 @@ def unavailable_reason():
     return None
 
 
-@dataclass
-class GpuRun:
-    command: list
-    returncode: int
-    stdout: str
-    stderr: str
-    elapsed: float
-    timed_out: bool
-
-    def describe(self):
-        status = "timed out" if self.timed_out else f"exit status {self.returncode}"
-        return (f"{' '.join(self.command)}\n{status} after {self.elapsed:.1f} s\n"
-                f"--- stdout ---\n{self.stdout[-20000:]}\n--- stderr ---\n{self.stderr[-20000:]}")
-
-    def assert_all_ranks_passed(self, num_ranks):
-        assert not self.timed_out and self.returncode == 0, self.describe()
-        for rank in range(num_ranks):
-            assert f"rank {rank}: ALL CHECKS PASSED" in self.stdout, f"rank {rank} did not finish\n{self.describe()}"
-
-
 def environment(extra_env):
     env = dict(os.environ)
     paths = [str(PACKAGE_ROOT), str(SCRIPTS_DIR), str(CPU_SCRIPTS_DIR)]
@@ -83,18 +62,4 @@ def run_gpu_ranks(script, num_ranks, timeout=300, env=None, args=()):
     """tests/gpu/scripts/<script> on num_ranks ranks sharing the GPU; never raises."""
     command = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", str(num_ranks),
                "bash", "-c", _PER_RANK_ENV, "rank", sys.executable, str(SCRIPTS_DIR / script), *map(str, args)]
-    started = time.monotonic()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=environment(env), cwd=REPO_ROOT, start_new_session=True)
-    timed_out = False
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            stdout, stderr = process.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            stdout, stderr = process.communicate()
-    return GpuRun(command, process.returncode, stdout, stderr, time.monotonic() - started, timed_out)
+    return run_mpirun(command, environment(env), timeout)

@@ -57,9 +57,15 @@ def run_ranks(script, num_ranks, timeout=120, env=None, args=()):
     """Run tests/python/scripts/<script> on num_ranks ranks; never raises on failure."""
     command = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
                "-np", str(num_ranks), sys.executable, str(SCRIPTS_DIR / script), *map(str, args)]
+    return run_mpirun(command, child_environment(env), timeout)
+
+
+def run_mpirun(command, env, timeout):
+    """An mpirun `command` with environment `env`, stopped after `timeout` seconds; never
+    raises on failure."""
     started = time.monotonic()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=child_environment(env), cwd=REPO_ROOT, start_new_session=True)
+                               env=env, cwd=REPO_ROOT, start_new_session=True)
     timed_out = False
     try:
         stdout, stderr = process.communicate(timeout=timeout)
