@@ -57,10 +57,10 @@ class OpDispatcher:
         self._require_initialized()
         reduce_op, prescale, postscale = self._reduction_args(tensor.dtype, scaling, _ALLREDUCE_OPS, "allreduce", ps)
         # Flat arguments rather than an OpSpec: this runs once per gradient every step.
-        args = (self._core.OpType.ALLREDUCE, self._name("allreduce", name, ps), tensor.dtype, tensor.shape,
-                tensor.address, output.address, reduce_op, prescale, postscale, 0, tensor.device, ps)
-        # The stream goes only with device memory, the one case that needs it.
-        core_handle = self._core.enqueue_op(*args) if tensor.device < 0 else self._core.enqueue_op(*args, tensor.stream)
+        core_handle = self._core.enqueue_op(
+            self._core.OpType.ALLREDUCE, self._name("allreduce", name, ps), tensor.dtype, tensor.shape,
+            tensor.address, output.address, reduce_op, prescale, postscale, 0, tensor.device, ps, tensor.stream,
+        )
         pending = PendingOp(core_handles=[core_handle], finish=lambda results: finish(results[0]),
                             keepalive=(tensor.owner, output.owner))
         return self._handles.add(pending)
@@ -86,12 +86,8 @@ class OpDispatcher:
             )
             name = self._name("allreduce", name, ps)
         try:
-            if device < 0:
-                self._core.run_op(self._core.OpType.ALLREDUCE, name, dtype, shape, address, output_address,
-                                  reduce_op, prescale, postscale, 0, device, ps)
-            else:
-                self._core.run_op(self._core.OpType.ALLREDUCE, name, dtype, shape, address, output_address,
-                                  reduce_op, prescale, postscale, 0, device, ps, stream)
+            self._core.run_op(self._core.OpType.ALLREDUCE, name, dtype, shape, address, output_address,
+                              reduce_op, prescale, postscale, 0, device, ps, stream)
         except self._core.AbortedError:
             raise  # the collective itself failed (e.g. ranks stopped responding): keep its type
         except self._core.LockstepError:
