@@ -12,27 +12,14 @@
 
 #include "common/config.h"
 #include "common/logging.h"
+#include "parse_config.h"
 
 namespace lockstep {
 namespace {
 
-using Environment = std::map<std::string, std::string>;
-
-Config Parse(const Environment& env) {
-  return ParseConfig([&env](const char* name) -> const char* {
-    auto it = env.find(name);
-    return it == env.end() ? nullptr : it->second.c_str();
-  });
-}
-
-std::string ErrorFor(const Environment& env) {
-  try {
-    Parse(env);
-  } catch (const ConfigError& error) {
-    return error.what();
-  }
-  return "";
-}
+using testing::Environment;
+using testing::ErrorFor;
+using testing::Parse;
 
 TEST(ConfigTest, DefaultsWhenNothingIsSet) {
   Config config = Parse({});

@@ -107,6 +107,19 @@ def _exact_sum(stacked, dtype):
     return stacked.sum(axis=0, dtype=stacked.dtype)
 
 
+def alltoall_rows(dtype, sender, splits):
+    """What `sender` sends in an alltoall with `splits`: for each destination, that many
+    rows of [sender, destination]."""
+    rows = [np.full((count, 2), [sender, destination]) for destination, count in enumerate(splits)]
+    return np.concatenate(rows).astype(dtype) if dtype != np.bool_ else np.concatenate(rows) % 2 == 1
+
+
+def rows_for(sent, splits, destination):
+    """The rows of `sent` (cut by `splits`) that go to `destination`."""
+    start = sum(splits[:destination])
+    return sent[start:start + splits[destination]]
+
+
 def assert_equal(actual, expected, what):
     """Same type, dtype, shape and exact values."""
     assert isinstance(actual, np.ndarray), f"{what}: expected a numpy array, got {type(actual).__name__}"

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 import lockstep.torch as hvd
-from rank_checks import average_values, expected_reduction, product_values, rank_values
+from rank_checks import alltoall_rows, average_values, expected_reduction, product_values, rank_values, rows_for
 from torch_checks import ALL_DTYPES, NUMERIC_DTYPES, NUMPY_DTYPES, assert_tensor_equal, to_torch
 
 OPS = {"Sum": hvd.Sum, "Average": hvd.Average, "Min": hvd.Min, "Max": hvd.Max, "Product": hvd.Product}
@@ -140,8 +140,8 @@ def check_alltoall(rank, size):
         np_dtype = NUMPY_DTYPES[dtype]
         # Rank r sends (r + j) % 3 rows to rank j; each row holds its sender and destination.
         splits_of = [[(r + j) % 3 for j in range(size)] for r in range(size)]
-        sent = [_alltoall_rows(np_dtype, r, splits_of[r]) for r in range(size)]
-        expected = np.concatenate([_rows_for(sent[r], splits_of[r], rank) for r in range(size)])
+        sent = [alltoall_rows(np_dtype, r, splits_of[r]) for r in range(size)]
+        expected = np.concatenate([rows_for(sent[r], splits_of[r], rank) for r in range(size)])
         expected_splits = torch.tensor([splits_of[r][rank] for r in range(size)], dtype=torch.int32)
         tensor = to_torch(sent[rank])
         for splits in (splits_of[rank], torch.tensor(splits_of[rank], dtype=torch.int32)):
@@ -156,15 +156,6 @@ def check_alltoall(rank, size):
                                         for r in range(size)])
         assert_tensor_equal(hvd.alltoall(even), expected_even, f"alltoall {dtype} without splits")
 
-
-def _alltoall_rows(np_dtype, sender, splits):
-    rows = [np.full((count, 2), [sender, destination]) for destination, count in enumerate(splits)]
-    return np.concatenate(rows).astype(np_dtype) if np_dtype != np.bool_ else np.concatenate(rows) % 2 == 1
-
-
-def _rows_for(sent, splits, destination):
-    start = sum(splits[:destination])
-    return sent[start:start + splits[destination]]
 
 
 def check_reducescatter(rank, size):
