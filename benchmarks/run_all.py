@@ -4,7 +4,7 @@ Each benchmark is its own mpirun job (2 ranks; training also 1 rank, shm also 3)
 every job, a Markdown report and PNG plots go to results/<date-time>/ (and
 results/latest points there); the report is printed at the end. A full run also
 refreshes the committed copies, benchmarks/RESULTS.md and benchmarks/plots/, that
-the README shows.
+docs/PERFORMANCE.md shows.
 
     .venv/bin/python benchmarks/run_all.py                  # everything, ~4 minutes
     .venv/bin/python benchmarks/run_all.py --quick          # smoke test, ~1 minute

@@ -1,6 +1,6 @@
 """A short soak (benchmarks/soak.py): thousands of mixed collectives, every result
 exact, resident memory bounded after warm-up. The full 100,000-op run is in the
-README's robustness section."""
+docs/ROBUSTNESS.md."""
 
 from mpi_harness import REPO_ROOT, run_ranks
 
