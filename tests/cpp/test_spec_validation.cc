@@ -190,14 +190,15 @@ TEST_F(SpecValidationTest, RejectsBoolAverageAndScaling) {
   OpSpec spec = Valid(OpType::kAllreduce);
   spec.dtype = DataType::kBool;
   spec.reduce_op = ReduceOp::kAverage;
-  EXPECT_TRUE(Rejects(spec, "Average is not defined for bool tensors"));
+  EXPECT_TRUE(Rejects(
+      spec, "Average is not defined for bool tensors; use Sum/Max (any) or Min/Product (all)"));
 
   spec.reduce_op = ReduceOp::kSum;
   spec.prescale = 2.0;
-  EXPECT_TRUE(Rejects(spec, "bool tensors cannot be scaled"));
+  EXPECT_TRUE(Rejects(spec, "prescale_factor/postscale_factor cannot be applied to bool tensors"));
   spec.prescale = 1.0;
   spec.postscale = 0.5;
-  EXPECT_TRUE(Rejects(spec, "bool tensors cannot be scaled"));
+  EXPECT_TRUE(Rejects(spec, "prescale_factor/postscale_factor cannot be applied to bool tensors"));
 }
 
 TEST_F(SpecValidationTest, RejectsBroadcastRootOutsideTheWorld) {

@@ -5,6 +5,7 @@ GPU suite's rank scripts pass on JAX's CPU backend at 2 ranks (--allow-cpu: eage
 arrays then take the custom call, the route eager GPU arrays take)."""
 
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from mpi_harness import SCRIPTS_DIR, run_ranks
 
 jax = pytest.importorskip("jax")
 from lockstep import _core  # noqa: E402
-from lockstep.jax import device_arrays, ffi_library, naming  # noqa: E402
+from lockstep.jax import compiled_ops, device_arrays, ffi_library  # noqa: E402
 
 GPU_SCRIPTS = SCRIPTS_DIR.parents[1] / "gpu" / "scripts"
 
@@ -34,15 +35,17 @@ def test_only_gpu_arrays_leave_the_host_path():
 
 
 def test_eager_names_are_one_per_call_site_and_traced_names_count_traces():
-    eager = [naming.traced_name("allreduce", None) for _ in range(2)]
-    assert eager[0] == eager[1] and eager[0].endswith(".eager"), eager
+    eager = [compiled_ops.traced_name("allreduce", None) for _ in range(2)]
+    site = f"test_jax_gpu_route.py:{sys._getframe().f_lineno - 1}"
+    assert eager == [f"allreduce.trace.{site}.eager"] * 2, eager
     traced = []
-    trace = jax.jit(lambda x: traced.append(naming.traced_name("allreduce", None)) or x)
+    trace = jax.jit(lambda x: traced.append(compiled_ops.traced_name("allreduce", None)) or x)
     trace(np.zeros(1))
     trace(np.zeros(2))  # a new shape: traced again
     assert len(traced) == 2 and traced[0] != traced[1], traced
-    assert not any(name.endswith(".eager") for name in traced), traced
-    assert naming.traced_name("allreduce", "given") == "given"
+    site = f"test_jax_gpu_route.py:{sys._getframe().f_lineno - 4}"
+    assert traced == [f"allreduce.trace.{site}.0", f"allreduce.trace.{site}.1"], traced
+    assert compiled_ops.traced_name("allreduce", "given") == "given"
 
 
 @pytest.mark.parametrize("script", ["gpu_jax_collectives.py", "gpu_jax_training.py", "gpu_jax_errors.py"])

@@ -10,13 +10,11 @@ from typing import Any, NamedTuple, Tuple
 from lockstep.common import validation
 from lockstep.common.exceptions import NotInitializedError
 from lockstep.common.handles import PendingOp
-from lockstep.common.ops import Adasum, Average, Max, Min, Product, Sum, check_adasum_world, to_core_reduce_op
+from lockstep.common.ops import ALLREDUCE_OPS, REDUCESCATTER_OPS, Adasum, Average, checked_reduction, to_core_reduce_op
 from lockstep.common.process_sets import process_set_size
 
-_REDUCESCATTER_OPS = (Average, Sum)
-_ALLREDUCE_OPS = (Average, Sum, Adasum, Min, Max, Product)
 # Ops the synchronous fast path may pass straight to the core (Adasum needs checks).
-_PLAIN_REDUCE_OPS = {op: to_core_reduce_op(op) for op in (Average, Sum, Min, Max, Product)}
+_PLAIN_REDUCE_OPS = {op: to_core_reduce_op(op) for op in ALLREDUCE_OPS if op != Adasum}
 
 
 # NamedTuples rather than dataclasses: they are built on every op, and are several
@@ -55,7 +53,7 @@ class OpDispatcher:
 
     def allreduce(self, tensor, output, scaling, name, finish, ps=0):
         self._require_initialized()
-        reduce_op, prescale, postscale = self._reduction_args(tensor.dtype, scaling, _ALLREDUCE_OPS, "allreduce", ps)
+        reduce_op, prescale, postscale = self._reduction_args(tensor.dtype, scaling, ALLREDUCE_OPS, "allreduce", ps)
         # Flat arguments rather than an OpSpec: this runs once per gradient every step.
         core_handle = self._core.enqueue_op(
             self._core.OpType.ALLREDUCE, self._name("allreduce", name, ps), tensor.dtype, tensor.shape,
@@ -82,7 +80,7 @@ class OpDispatcher:
         if not plain:
             self._require_initialized()
             reduce_op, prescale, postscale = self._reduction_args(
-                dtype, Scaling(op, prescale, postscale), _ALLREDUCE_OPS, "allreduce", ps
+                dtype, Scaling(op, prescale, postscale), ALLREDUCE_OPS, "allreduce", ps
             )
             name = self._name("allreduce", name, ps)
         try:
@@ -104,7 +102,7 @@ class OpDispatcher:
         base = self._name("grouped_allreduce", name, ps)
         specs = []
         for index, (tensor, output) in enumerate(zip(tensors, outputs)):
-            spec = self._reduction_spec(self._core.OpType.ALLREDUCE, tensor, scaling, _ALLREDUCE_OPS, ps)
+            spec = self._reduction_spec(self._core.OpType.ALLREDUCE, tensor, scaling, ALLREDUCE_OPS, ps)
             spec.output = output.address
             spec.name = f"{base}.{index}"
             specs.append(spec)
@@ -141,7 +139,7 @@ class OpDispatcher:
     def reducescatter(self, tensor, scaling, name, finish, ps=0):
         self._require_initialized()
         validation.check_has_first_dim(tensor.shape, "reducescatter")
-        spec = self._reduction_spec(self._core.OpType.REDUCESCATTER, tensor, scaling, _REDUCESCATTER_OPS, ps)
+        spec = self._reduction_spec(self._core.OpType.REDUCESCATTER, tensor, scaling, REDUCESCATTER_OPS, ps)
         spec.name = self._name("reducescatter", name, ps)
         return self._submit([spec], lambda results: finish(results[0]), (tensor.owner,))
 
@@ -157,7 +155,7 @@ class OpDispatcher:
         specs = self._group_specs(self._core.OpType.REDUCESCATTER, tensors, name, "grouped_reducescatter", ps)
         for spec, tensor in zip(specs, tensors):
             spec.reduce_op, spec.prescale, spec.postscale = self._reduction_args(
-                tensor.dtype, scaling, _REDUCESCATTER_OPS, "reducescatter", ps)
+                tensor.dtype, scaling, REDUCESCATTER_OPS, "reducescatter", ps)
         return self._submit(specs, finish, tuple(t.owner for t in tensors), grouped=True)
 
     def barrier(self, ps=0):
@@ -180,6 +178,23 @@ class OpDispatcher:
             spec.device = device
             spec.stream = stream
         return self._submit([spec], self._finish_join, ())
+
+    def combine(self, handles, finish):
+        """One handle standing for several pending ops (e.g. a sparse allreduce's two
+        allgathers), which it takes over: `finish` gets their results, in order."""
+        parts = [self._handles.pop(handle) for handle in handles]
+        counts = [len(part.core_handles) for part in parts]
+
+        def finish_all(results):
+            outputs, start = [], 0
+            for part, count in zip(parts, counts):
+                outputs.append(part.finish(results[start:start + count]))
+                start += count
+            return finish(outputs)
+
+        core_handles = [core_handle for part in parts for core_handle in part.core_handles]
+        keepalive = tuple(part.keepalive for part in parts)
+        return self._handles.add(PendingOp(core_handles=core_handles, finish=finish_all, keepalive=keepalive))
 
     # Completion.
 
@@ -252,21 +267,8 @@ class OpDispatcher:
 
     def _reduction_args(self, dtype, scaling, allowed_ops, op_kind, ps=0):
         """(core reduce op, prescale, postscale), checked for the op kind and dtype."""
-        reduce_op = to_core_reduce_op(scaling.op, allowed_ops, op_kind)
-        if reduce_op is self._core.ReduceOp.ADASUM:
-            check_adasum_world(process_set_size(ps))
-        prescale = validation.as_scale_factor(scaling.prescale, "prescale_factor")
-        postscale = validation.as_scale_factor(scaling.postscale, "postscale_factor")
-        # `is`: core enums are singletons, and pybind11's == costs about 1 us per op.
-        if dtype is self._core.DataType.BOOL:
-            self._check_bool_reduction(reduce_op, prescale, postscale)
-        return reduce_op, prescale, postscale
-
-    def _check_bool_reduction(self, reduce_op, prescale, postscale):
-        if prescale != 1.0 or postscale != 1.0:
-            raise ValueError("prescale_factor/postscale_factor cannot be applied to bool tensors")
-        if reduce_op is self._core.ReduceOp.AVERAGE:
-            raise ValueError("Average is not defined for bool tensors; use Sum/Max (any) or Min/Product (all)")
+        return checked_reduction(scaling.op, scaling.prescale, scaling.postscale, allowed_ops, op_kind,
+                                 lambda: process_set_size(ps), dtype is self._core.DataType.BOOL)
 
     def _submit(self, specs, finish, owners, grouped=False):
         if grouped:

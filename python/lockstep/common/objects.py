@@ -1,7 +1,7 @@
 """broadcast_object / allgather_object on top of a frontend's byte collectives.
 
 Objects travel as pickles. A frontend supplies two collectives on 1-D numpy uint8
-arrays, so torch/TF frontends can reuse this (lockstep.numpy's own broadcast and
+arrays, so torch/TF frontends can reuse this (lockstep.common.host_ops' broadcast and
 allgather qualify, since the bytes live in host memory anyway):
   broadcast_bytes(array, root_rank, name, process_set) -> array  (same length on every rank)
   allgather_bytes(array, name, process_set) -> array             (concatenation in rank order)

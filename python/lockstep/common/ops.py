@@ -26,6 +26,18 @@ _CORE_REDUCE_OPS = {
     Product: _core.ReduceOp.PRODUCT,
 }
 
+# The reduce ops each kind of reduction accepts: the one list every frontend checks.
+ALLREDUCE_OPS = (Average, Sum, Adasum, Min, Max, Product)
+REDUCESCATTER_OPS = (Average, Sum)
+# Linear reductions: their gradient is the same reduction of the cotangents, and
+# they are what gradient averaging (optimizers, tapes, sparse gathers) accepts.
+LINEAR_OPS = (Average, Sum)
+
+# The core (csrc/negotiation/spec_validation.cc) raises these same messages for
+# what reaches it unchecked; tests compare the two.
+BOOL_AVERAGE_ERROR = "Average is not defined for bool tensors; use Sum/Max (any) or Min/Product (all)"
+BOOL_SCALE_ERROR = "prescale_factor/postscale_factor cannot be applied to bool tensors"
+
 REDUCE_OP_NAMES = {
     Average: "Average",
     Sum: "Sum",
@@ -77,11 +89,35 @@ def to_core_reduce_op(op, allowed=tuple(REDUCE_OP_NAMES), op_kind="this op"):
     return _CORE_REDUCE_OPS[op]
 
 
+def check_linear_op(op, what):
+    """`op` as an int if it is Average or Sum, the reductions `what` (a gradient
+    reduction) accepts; UnsupportedOperationError (a ValueError) otherwise."""
+    return int(to_core_reduce_op(op, LINEAR_OPS, what))
+
+
 def check_adasum_world(size):
     """Adasum combines ranks pairwise, level by level, so (as in Horovod) it needs a
     power-of-2 number of ranks; NotImplementedError otherwise, Horovod's type."""
     if size & (size - 1):
         raise NotImplementedError(f"Adasum needs a power-of-2 number of ranks; this job has {size}")
+
+
+def checked_reduction(op, prescale, postscale, allowed, op_kind, set_size, is_bool):
+    """(core reduce op, prescale, postscale) of a reduction, checked as every frontend
+    checks it: `op` among `allowed`, Adasum on a power-of-2 set, float factors, and
+    neither Average nor scaling for bool tensors. `set_size()` is called only for
+    Adasum (it may cost a lookup)."""
+    reduce_op = to_core_reduce_op(op, allowed, op_kind)
+    if reduce_op is _core.ReduceOp.ADASUM:  # `is`: pybind11 enum == costs about 1 us
+        check_adasum_world(set_size())
+    prescale = as_scale_factor(prescale, "prescale_factor")
+    postscale = as_scale_factor(postscale, "postscale_factor")
+    if is_bool:
+        if reduce_op is _core.ReduceOp.AVERAGE:
+            raise ValueError(BOOL_AVERAGE_ERROR)
+        if prescale != 1.0 or postscale != 1.0:
+            raise ValueError(BOOL_SCALE_ERROR)
+    return reduce_op, prescale, postscale
 
 
 def _describe(names):

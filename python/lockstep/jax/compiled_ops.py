@@ -24,8 +24,12 @@ import numpy as np
 
 from lockstep import _core
 from lockstep.common import basics, validation
+from lockstep.common.naming import LOCKSTEP_FRAMES, TraceNamer
 from lockstep.common.ops import Average, to_core_reduce_op
-from lockstep.jax import ffi_library, naming
+from lockstep.jax import ffi_library
+
+# JAX's own frames (jit, grad, custom_vjp) sit between the user's call and lockstep.
+_NAMER = TraceNamer(skip=LOCKSTEP_FRAMES + ("jax.", "jaxlib."))
 
 _NO_SPLITS = np.zeros(0, np.int64)
 
@@ -43,7 +47,7 @@ def call(op_type, kind, inputs, out_types, name, reduce_op=Average, prescale=1.0
     core_op = int(to_core_reduce_op(reduce_op, allowed_ops, kind)) if allowed_ops else 0
     attributes = dict(
         op=np.int32(int(op_type)),
-        name=naming.traced_name(kind, name),
+        name=traced_name(kind, name),
         reduce_op=np.int32(core_op),
         prescale=np.float64(validation.as_scale_factor(prescale, "prescale_factor")),
         postscale=np.float64(validation.as_scale_factor(postscale, "postscale_factor")),
@@ -56,6 +60,19 @@ def call(op_type, kind, inputs, out_types, name, reduce_op=Average, prescale=1.0
     run = jax.ffi.ffi_call(target, list(out_types), has_side_effect=True, vmap_method=vmap_method,
                            input_output_aliases=aliases)
     return list(run(*inputs, **attributes))
+
+
+def traced_name(kind, name):
+    """The negotiation name of a collective being traced (lockstep.common.naming)."""
+    return _NAMER.name_for(kind, validation.check_name(name), _tracing())
+
+
+def _tracing():
+    """Whether JAX is tracing (jit, grad...), as opposed to dispatching eagerly."""
+    from jax._src import core  # noqa: PLC0415 - no public equivalent; without it every call counts as traced
+
+    clean = getattr(core, "trace_state_clean", None)
+    return clean is None or not clean()
 
 
 def rows_vmappable(function, batched_outputs):

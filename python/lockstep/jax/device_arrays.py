@@ -15,7 +15,7 @@ eager GPU arrays keep the host path.
 import jax
 import numpy as np
 
-import lockstep.numpy as _host
+from lockstep.common import host_ops as _host
 from lockstep.jax import ffi_library
 
 

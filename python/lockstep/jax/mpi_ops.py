@@ -1,6 +1,6 @@
 """lockstep's collectives on jax.Arrays.
 
-Concrete arrays (eager code) go through lockstep.numpy on the host; traced values
+Concrete arrays (eager code) go through lockstep.common.host_ops on the host; traced values
 (inside jax.jit, jax.grad, lax control flow) become XLA FFI custom calls
 (compiled_ops), as do eager arrays on a GPU (device_arrays). Both return jax.Arrays
 with Horovod's semantics.
@@ -12,17 +12,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import lockstep.numpy as _host
 from lockstep.common import basics, validation
-from lockstep.common.ops import Average, Max, Min, Product, Sum, handle_average_backwards_compatibility
+from lockstep.common import host_ops as _host
+from lockstep.common.ops import ALLREDUCE_OPS, LINEAR_OPS, REDUCESCATTER_OPS, Adasum, Average, Sum
+from lockstep.common.ops import handle_average_backwards_compatibility
 from lockstep.common.process_sets import global_process_set, process_set_id
 from lockstep.jax import compiled_ops as compiled
 from lockstep.jax import device_arrays
 from lockstep.jax.compression import Compression
 
-_ALLREDUCE_OPS = (Average, Sum, Min, Max, Product)
-_REDUCESCATTER_OPS = (Average, Sum)
-_DIFFERENTIABLE_OPS = (Average, Sum)
+_ALLREDUCE_OPS = tuple(op for op in ALLREDUCE_OPS if op != Adasum)  # Adasum has no compiled path
+_DIFFERENTIABLE_OPS = LINEAR_OPS
 
 
 def _is_traced(*values):
@@ -249,7 +249,7 @@ def reducescatter(tensor, name=None, op=Average, prescale_factor=1.0, postscale_
         rows = compiled.reducescatter_rows(x, set_id)
         return compiled.call(compiled.OP.REDUCESCATTER, "reducescatter", [x], [compiled.with_rows(x, rows)],
                              name, reduce_op=op, prescale=prescale_factor, postscale=postscale_factor,
-                             allowed_ops=_REDUCESCATTER_OPS, set_id=set_id)[0]
+                             allowed_ops=REDUCESCATTER_OPS, set_id=set_id)[0]
 
     return compiled.rows_vmappable(scatter, (True,))(tensor)
 

@@ -10,7 +10,7 @@ import numpy as np
 import optax
 
 from lockstep.common import validation
-from lockstep.common.ops import Average, Sum, predivided_scaling
+from lockstep.common.ops import Average, check_linear_op, predivided_scaling
 from lockstep.common.process_sets import global_process_set
 from lockstep.jax import mpi_ops
 from lockstep.jax.compression import Compression
@@ -46,8 +46,7 @@ def DistributedOptimizer(optimizer, backward_passes_per_step=1, gradient_predivi
     and multiplied by f / size afterwards (op=Average only). compression
     (Compression.fp16, .bf16): floating gradients travel in the narrower type.
     process_set: reduce over its ranks only."""
-    if op not in (Average, Sum):
-        raise ValueError(f"gradients can be reduced with op=Average or op=Sum, got op={op!r}")
+    op = check_linear_op(op, "DistributedOptimizer")
     prescale, postscale = predivided_scaling(op, gradient_predivide_factor)
     passes = validation.as_int(backward_passes_per_step, "backward_passes_per_step")
     if passes < 1:

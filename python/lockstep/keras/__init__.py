@@ -20,4 +20,4 @@ from lockstep.keras.learning_rate import LearningRateScheduleCallback, LearningR
 from lockstep.keras.optimizer import DistributedOptimizer
 from lockstep.keras.saving import load_model
 from lockstep.keras.variables import broadcast_variables
-from lockstep.numpy.mpi_ops import allgather_object, broadcast_object
+from lockstep.common.host_ops import allgather_object, broadcast_object

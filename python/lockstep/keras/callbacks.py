@@ -4,7 +4,7 @@ and the same epoch metrics everywhere."""
 import keras
 import numpy as np
 
-import lockstep.numpy as hvd_numpy
+from lockstep.common import host_ops
 from lockstep.common.ops import Average
 from lockstep.keras.variables import broadcast_variables
 
@@ -43,7 +43,7 @@ class MetricAverageCallback(keras.callbacks.Callback):
             return
         keys = sorted(key for key, value in logs.items() if _is_number(value))
         values = np.array([float(logs[key]) for key in keys], dtype=np.float64)
-        averaged = hvd_numpy.allreduce(values, op=Average, name=f"MetricAverageCallback.{epoch}")
+        averaged = host_ops.allreduce(values, op=Average, name=f"MetricAverageCallback.{epoch}")
         for key, value in zip(keys, averaged):
             logs[key] = float(value)
 

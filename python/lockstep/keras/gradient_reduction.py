@@ -9,7 +9,7 @@ All return a list in the same order with None entries kept.
 
 import keras
 
-from lockstep.common.ops import Average, Sum, predivided_scaling
+from lockstep.common.ops import check_linear_op, predivided_scaling
 from lockstep.common.process_sets import global_process_set
 from lockstep.keras.compression import resolve
 
@@ -49,9 +49,7 @@ class TorchGradientReducer:
     def _init(self, compression, op, gradient_predivide_factor, process_set):
         self.process_set = process_set
         self.compression = compression
-        if op not in (Average, Sum):
-            raise ValueError(f"gradients can be reduced with op=Average or op=Sum, got op={op!r}")
-        self.op = op
+        self.op = check_linear_op(op, "DistributedOptimizer")
         self.prescale, self.postscale = predivided_scaling(op, gradient_predivide_factor)
 
     def reduce(self, gradients):

@@ -1,6 +1,6 @@
 """Broadcasting Keras variables from one rank, for every backend.
 
-Values travel as raw bytes through lockstep.numpy, so any variable dtype works
+Values travel as raw bytes through lockstep.common.host_ops, so any variable dtype works
 (Keras keeps e.g. uint32 seed-generator states, which the core cannot reduce but
 can copy byte for byte).
 """
@@ -8,8 +8,7 @@ can copy byte for byte).
 import keras
 import numpy as np
 
-import lockstep.numpy as hvd_numpy
-from lockstep.common import basics, validation
+from lockstep.common import basics, host_ops, validation
 from lockstep.common.process import NAMER
 
 
@@ -22,7 +21,7 @@ def broadcast_variables(variables, root_rank, name=None):
     _check_same_count(len(variables), base)
     values = [np.array(keras.ops.convert_to_numpy(variable), order="C") for variable in variables]
     handles = [
-        hvd_numpy.broadcast_async(value.reshape(-1).view(np.uint8), root_rank, _member_name(base, index))
+        host_ops.broadcast_async(value.reshape(-1).view(np.uint8), root_rank, _member_name(base, index))
         for index, value in enumerate(values)
     ]
     for variable, value, raw in zip(variables, values, _synchronize_all(handles)):
@@ -32,7 +31,7 @@ def broadcast_variables(variables, root_rank, name=None):
 def _check_same_count(count, base):
     """Fail on every rank, instead of waiting forever, when ranks pass different
     numbers of variables (e.g. different models)."""
-    counts = hvd_numpy.allgather(np.array([count], np.int64), name=f"{base}.count")
+    counts = host_ops.allgather(np.array([count], np.int64), name=f"{base}.count")
     if np.any(counts != count):
         raise ValueError(f"broadcast_variables: ranks passed different numbers of variables {counts.tolist()} "
                          "(rank order); every rank needs the same model and optimizer")
@@ -49,7 +48,7 @@ def _synchronize_all(handles):
     results, first_error = [], None
     for handle in handles:
         try:
-            results.append(hvd_numpy.synchronize(handle))
+            results.append(host_ops.synchronize(handle))
         except Exception as error:  # noqa: BLE001 - re-raised below, after the rest
             first_error = first_error or error
     if first_error is not None:

@@ -6,8 +6,8 @@
 """
 
 from lockstep.common.api import *  # noqa: F401,F403 (the shared public names)
-from lockstep.numpy.compression import Compression
-from lockstep.numpy.mpi_ops import (
+from lockstep.common.host_compression import Compression
+from lockstep.common.host_ops import (
     allgather,
     allgather_async,
     allgather_object,

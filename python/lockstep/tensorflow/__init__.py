@@ -12,11 +12,11 @@ so it works eagerly, inside tf.function and in tf.compat.v1 Sessions, any number
 of independent collectives run and fuse together, and graphs holding them save
 and load (in a process that imported lockstep.tensorflow). Not with
 jit_compile=True: XLA cannot compile them. Pickled-object collectives run on
-the host and are shared with lockstep.numpy.
+the host (lockstep.common.host_ops).
 """
 
 from lockstep.common.api import *  # noqa: F401,F403 (the shared public names)
-from lockstep.numpy.mpi_ops import allgather_object, broadcast_object
+from lockstep.common.host_ops import allgather_object, broadcast_object
 from lockstep.tensorflow.compression import Compression
 from lockstep.tensorflow import gradients as _gradients  # noqa: F401 (registers the ops' gradients)
 from lockstep.tensorflow.gradient_tape import DistributedGradientTape, PartialDistributedGradientTape

@@ -3,7 +3,7 @@ Keras DistributedOptimizer (TensorFlow backend) both do before an update."""
 
 import tensorflow as tf
 
-from lockstep.common.ops import Average, Sum, predivided_scaling
+from lockstep.common.ops import Average, check_linear_op, predivided_scaling
 from lockstep.tensorflow.compression import Compression
 from lockstep.tensorflow.mpi_ops import grouped_allreduce
 
@@ -20,8 +20,7 @@ class GradientReducer:
 
     def __init__(self, compression=Compression.none, sparse_as_dense=False, op=Average,
                  gradient_predivide_factor=1.0, process_set=None):
-        if op not in (Average, Sum):
-            raise ValueError(f"gradients can be reduced with op=Average or op=Sum, got op={op!r}")
+        op = check_linear_op(op, "gradient reduction")
         self.prescale, self.postscale = predivided_scaling(op, gradient_predivide_factor)
         self.compression = compression
         self.sparse_as_dense = bool(sparse_as_dense)

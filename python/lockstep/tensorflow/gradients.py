@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from lockstep import _core
 from lockstep.common import basics
-from lockstep.common.ops import Average, Sum
+from lockstep.common.ops import LINEAR_OPS, Average, Sum
 from lockstep.common.process_sets import process_set_size
 from lockstep.tensorflow.naming import collective
 from lockstep.tensorflow.op_library import OPS
@@ -43,7 +43,7 @@ def _dense(gradient, output):
 
 
 def _check_differentiable(reduce_op):
-    if reduce_op not in (Average, Sum):
+    if reduce_op not in LINEAR_OPS:
         raise NotImplementedError(
             "gradients of allreduce are defined for op=Average and op=Sum only, not Min, Max or Product"
         )

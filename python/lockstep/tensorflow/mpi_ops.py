@@ -13,17 +13,14 @@ tf.errors.FailedPreconditionError on every rank.
 import tensorflow as tf
 
 from lockstep.common import basics, validation
-from lockstep.common.ops import Adasum, Average, Max, Min, Product, Sum, check_adasum_world
-from lockstep.common.ops import handle_average_backwards_compatibility, to_core_reduce_op
+from lockstep.common.ops import ALLREDUCE_OPS, REDUCESCATTER_OPS, Adasum, Average, Sum, checked_reduction
+from lockstep.common.ops import handle_average_backwards_compatibility
 from lockstep.common.process_sets import process_set_id as registered_id
 from lockstep.common.process_sets import process_set_size
 from lockstep.tensorflow.compression import Compression
 from lockstep.tensorflow.naming import collective
 from lockstep.tensorflow.op_library import OPS
 from lockstep.tensorflow.tensors import as_tensor, as_tensor_list
-
-ALLREDUCE_OPS = (Average, Sum, Min, Max, Product, Adasum)
-REDUCESCATTER_OPS = (Average, Sum)
 
 
 def allreduce(tensor, average=None, device_dense="", device_sparse="", compression=Compression.none, op=None,
@@ -230,17 +227,10 @@ def process_set_included_op(process_set_id=0, name=None):
 
 def _reduction(op, prescale_factor, postscale_factor, allowed, op_kind, tensors, set_id):
     """(reduce op int, prescale, postscale), checked while the graph is built."""
-    reduce_op = int(to_core_reduce_op(op, allowed, op_kind))
-    if reduce_op == Adasum:
-        check_adasum_world(process_set_size(set_id))
-    prescale = validation.as_scale_factor(prescale_factor, "prescale_factor")
-    postscale = validation.as_scale_factor(postscale_factor, "postscale_factor")
-    if any(tensor.dtype == tf.bool for tensor in tensors):
-        if reduce_op == Average:
-            raise ValueError("Average is not defined for bool tensors; use Sum/Max (any) or Min/Product (all)")
-        if prescale != 1.0 or postscale != 1.0:
-            raise ValueError("prescale_factor/postscale_factor cannot be applied to bool tensors")
-    return reduce_op, prescale, postscale
+    reduce_op, prescale, postscale = checked_reduction(
+        op, prescale_factor, postscale_factor, allowed, op_kind, lambda: process_set_size(set_id),
+        any(tensor.dtype == tf.bool for tensor in tensors))
+    return int(reduce_op), prescale, postscale
 
 
 def _gather_indexed_slices(slices_list, op, prescale_factor, postscale_factor, name, process_set):

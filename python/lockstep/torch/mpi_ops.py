@@ -191,22 +191,12 @@ def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0, post
 
 def poll(handle):
     """True when synchronize(handle) would return without blocking."""
-    if _is_sparse_handle(handle):  # sparse_allreduce_async's handle (Horovod's is a function too)
-        return handle.poll()
     return DISPATCHER.poll(handle)
 
 
 def synchronize(handle):
     """Wait for an async op and return its result; raises LockstepError if it failed."""
-    if _is_sparse_handle(handle):
-        return handle()
     return DISPATCHER.synchronize(handle)
-
-
-def _is_sparse_handle(handle):
-    from lockstep.torch.sparse import SparseHandle  # imported late: sparse builds on this module
-
-    return isinstance(handle, SparseHandle)
 
 
 def barrier(process_set=global_process_set):

@@ -12,7 +12,8 @@ import torch
 
 from lockstep.common import basics, validation
 from lockstep.common.exceptions import OptimizerUsageError
-from lockstep.common.ops import Adasum, Average, Sum, check_adasum_world, predivided_scaling, to_core_reduce_op
+from lockstep.common.ops import Adasum, Average, Sum, check_adasum_world, check_linear_op, predivided_scaling
+from lockstep.common.ops import to_core_reduce_op
 from lockstep.common.process_sets import global_process_set, process_set_id, process_set_size
 from lockstep.torch.adasum_optimizer import adasum_optimizer
 from lockstep.torch.compression import Compression
@@ -164,7 +165,7 @@ def _check_process_set(process_set):
 
 def _reduction_settings(compression, op, gradient_predivide_factor, sparse_as_dense, process_set):
     compression = validation.check_compressor(compression) or Compression.none
-    op = int(to_core_reduce_op(op, (Average, Sum), "DistributedOptimizer"))
+    op = check_linear_op(op, "DistributedOptimizer")
     prescale, postscale = predivided_scaling(op, gradient_predivide_factor)
     if not isinstance(sparse_as_dense, bool):
         raise TypeError(f"sparse_as_dense must be a bool, got {type(sparse_as_dense).__name__}")

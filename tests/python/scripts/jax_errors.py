@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import lockstep.jax as hvd
+from lockstep.common.ops import BOOL_AVERAGE_ERROR, BOOL_SCALE_ERROR
 from rank_checks import assert_equal, expect_error, run_main
 from timeline_checks import read_timeline
 
@@ -39,6 +40,16 @@ def check_trace_time_errors(rank, size):
         expect_error(RuntimeError, [f"{eager_only}() works eagerly only"],
                      jax.jit(lambda x, f=getattr(hvd, eager_only): (f(), x)[1]), x)
     expect_error(RuntimeError, ["eagerly only"], jax.jit(lambda x: (hvd.broadcast_object(1), x)[1]), x)
+
+
+def check_core_refuses_bool_reductions_with_the_python_text(rank, size):
+    """Inside jit a bool reduction reaches the core's own checks (the Python side
+    checks it for the eager frontends): both must say the same thing."""
+    flags = jnp.array([rank % 2 == 0, True])
+    average = jax.jit(lambda x: hvd.allreduce(x, op=hvd.Average, name="bool.average"))
+    expect_error(Exception, [BOOL_AVERAGE_ERROR], lambda: jax.block_until_ready(average(flags)))
+    scaled = jax.jit(lambda x: hvd.allreduce(x, op=hvd.Sum, prescale_factor=2.0, name="bool.scaled"))
+    expect_error(Exception, [BOOL_SCALE_ERROR], lambda: jax.block_until_ready(scaled(flags)))
 
 
 def check_back_to_back_dispatch(rank, size):
@@ -86,6 +97,7 @@ def main():
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
     check_trace_time_errors(rank, size)
+    check_core_refuses_bool_reductions_with_the_python_text(rank, size)
     check_back_to_back_dispatch(rank, size)
     check_unused_results_still_run(rank, size)
     check_mismatched_shapes_fail_everywhere(rank, size)

@@ -1,5 +1,7 @@
-"""Horovod's collective API on numpy arrays.
+"""Horovod's collective API on host (numpy) arrays.
 
+lockstep.numpy re-exports it; the TensorFlow, Keras and JAX frontends use it for
+what they move through host memory, so it lives in the layer they all share.
 Every op returns new arrays and leaves its inputs untouched; C-contiguous inputs are
 read in place (zero-copy), others are copied first. The *_async variants return a
 handle for poll() and synchronize().
@@ -13,8 +15,8 @@ from lockstep.common.objects import ObjectCollectives
 from lockstep.common.ops import Average, handle_average_backwards_compatibility
 from lockstep.common.process import DISPATCHER, NAMER
 from lockstep.common.process_sets import global_process_set, process_set_id
-from lockstep.numpy.arrays import array_from_result, as_array, buffer_address, core_dtype, new_output_like, tensor_ref
-from lockstep.numpy.compression import Compression
+from lockstep.common.host_arrays import array_from_result, as_array, buffer_address, core_dtype, new_output_like, tensor_ref
+from lockstep.common.host_compression import Compression
 
 
 def allreduce_async(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
