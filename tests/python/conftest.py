@@ -16,6 +16,12 @@ sys.path.insert(0, str(PACKAGE_ROOT))
 sys.path.insert(0, str(TESTS_DIR))  # for mpi_harness
 
 
+def pytest_configure(config):
+    # python -O strips the asserts every test checks with: refuse rather than pass unchecked.
+    if not __debug__:
+        raise pytest.UsageError("the tests check with assert: run pytest without python -O / PYTHONOPTIMIZE")
+
+
 @pytest.fixture(scope="session")
 def built_extension():
     """Multi-rank tests need lockstep._core; say how to build it rather than fail obscurely."""

@@ -1,6 +1,8 @@
 """Every public function of a frontend, called with each of its arguments replaced
 in turn by each of a list of bad values: each call either works (then its result is
-checked where the value is meaningful) or raises a clear error of the library's kinds
+checked where the value's meaning is clear: a name, root rank or compression that
+is accepted must not change the result, an accepted scale factor must scale it) or
+raises a clear error of the library's kinds
 (TypeError, ValueError, the LockstepError family, NotImplementedError); never a crash,
 a hang, or another exception type (AttributeError, KeyError, OverflowError, ...).
 Collectives keep working afterwards.
@@ -13,6 +15,7 @@ is accepted on all and its collective completes.
 
 import inspect
 import math
+import numbers
 import sys
 import threading
 
@@ -123,14 +126,72 @@ def _only_accepted_keywords(function, make):
 
 
 def finish(result):
-    """Wait for what an accepted call started, so nothing is left in flight."""
+    """Wait for what an accepted call started, so nothing is left in flight; returns
+    the call's result (an async call's: what synchronize returns)."""
     if isinstance(result, int) and not isinstance(result, bool):
         try:
-            hvd.synchronize(result)
+            return hvd.synchronize(result)
         except KeyError:
             raise
         except CLEAR_ERRORS:
-            pass
+            return UNCOMPARABLE
+    return result
+
+
+# Accepted values of these parameters must leave the result as the good arguments
+# make it: every rank broadcasts the same tensor, so the root does not matter either.
+VALUE_NEUTRAL = {"name", "root_rank", "compression"}
+SCALE_FACTORS = {"prescale_factor", "postscale_factor"}
+UNCOMPARABLE = object()
+
+
+def comparable(result):
+    """`result` as numpy arrays and plain values (lists for sequences), or UNCOMPARABLE."""
+    if FRONTEND == "torch" and isinstance(result, torch.Tensor):
+        result = result.detach().to_dense() if result.is_sparse else result.detach()
+        return result.numpy().copy()
+    if isinstance(result, np.ndarray):
+        return result.copy()
+    if isinstance(result, (list, tuple)):
+        items = [comparable(item) for item in result]
+        return UNCOMPARABLE if any(item is UNCOMPARABLE for item in items) else items
+    if isinstance(result, dict):
+        return {key: comparable(value) for key, value in result.items()}
+    if result is None or isinstance(result, (bool, int, float, str)):
+        return result
+    return UNCOMPARABLE
+
+
+def same(actual, expected):
+    if isinstance(expected, np.ndarray):
+        return (isinstance(actual, np.ndarray) and actual.shape == expected.shape
+                and np.allclose(actual.astype(np.float64), expected.astype(np.float64), rtol=1e-6, equal_nan=True))
+    if isinstance(expected, list):
+        return isinstance(actual, list) and len(actual) == len(expected) and all(map(same, actual, expected))
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and actual.keys() == expected.keys() and all(
+            same(actual[key], expected[key]) for key in expected)
+    return actual == expected
+
+
+def scaled(result, factor):
+    if isinstance(result, np.ndarray):
+        return result.astype(np.float64) * factor
+    return [scaled(item, factor) for item in result]
+
+
+def wrong_result(parameter, value, good, result):
+    """(checked, problem): whether an accepted call's result could be checked, and
+    what is wrong with it (None if nothing)."""
+    if good is UNCOMPARABLE or result is UNCOMPARABLE:
+        return False, None
+    if parameter in VALUE_NEUTRAL:
+        expected = good
+    elif parameter in SCALE_FACTORS and isinstance(value, numbers.Real) and isinstance(good, (np.ndarray, list)):
+        expected = scaled(good, float(value))
+    else:
+        return False, None
+    return True, None if same(result, expected) else f"result {result!r}, expected {expected!r}"
 
 
 def sweep(rank, size):
@@ -141,12 +202,12 @@ def sweep(rank, size):
                       if getattr(getattr(hvd, name), "__module__", "").startswith("lockstep")
                       and inspect.signature(getattr(hvd, name)).parameters)
     assert not untested, f"public functions with arguments this sweep does not cover: {untested}"
-    problems, calls, accepted = [], 0, 0
+    problems, calls, accepted, checked = [], 0, 0, 0
     for name, make in sorted(functions.items()):
         function = getattr(hvd, name)
         make = _only_accepted_keywords(function, make)
         args, kwargs = make()
-        finish(function(*args, **kwargs))  # the good arguments work
+        good = comparable(finish(function(*args, **kwargs)))  # the good arguments work
         parameters = [p for p in inspect.signature(function).parameters.values()
                       if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
         for index, parameter in enumerate(parameters):
@@ -159,17 +220,24 @@ def sweep(rank, size):
                     kwargs[parameter.name] = value
                 calls += 1
                 try:
-                    finish(function(*args, **kwargs))
+                    result = comparable(finish(function(*args, **kwargs)))
                     accepted += 1
+                    was_checked, problem = wrong_result(parameter.name, value, good, result)
+                    checked += was_checked
+                    if problem:
+                        problems.append(f"{name}({parameter.name}={label}) accepted, but {problem}")
                 except CLEAR_ERRORS as error:
                     if not str(error):
                         problems.append(f"{name}({parameter.name}={label}): {type(error).__name__} with no message")
                 except Exception as error:  # noqa: BLE001 - anything else is the finding
                     problems.append(f"{name}({parameter.name}={label}): {type(error).__name__}: {error}")
         check_still_working(rank, size, name)
-    assert not problems, "unclear errors:\n" + "\n".join(problems)
-    print(f"rank {rank}: {FRONTEND}: {calls} calls with bad arguments, {accepted} accepted, "
-          f"{calls - accepted} clear errors", flush=True)
+    if problems:
+        raise AssertionError("unclear errors or wrong results:\n" + "\n".join(problems))
+    if checked == 0:
+        raise AssertionError("no accepted call had its result checked")
+    print(f"rank {rank}: {FRONTEND}: {calls} calls with bad arguments, {accepted} accepted "
+          f"({checked} results checked), {calls - accepted} clear errors", flush=True)
 
 
 def check_still_working(rank, size, after):

@@ -51,10 +51,8 @@ def check_topology(rank, size):
     assert hvd.local_size() == int(os.environ["OMPI_COMM_WORLD_LOCAL_SIZE"]), "local_size()"
     check_layout(rank, size)
     assert hvd.is_initialized() and lockstep.is_initialized(), "is_initialized() after init()"
-    assert hvd.mpi_built() and hvd.mpi_enabled(), "MPI is built and enabled"
     assert isinstance(hvd.mpi_threads_supported(), bool), "mpi_threads_supported() is a bool"
     assert hvd.nccl_built() == hvd.nccl_info()["built_version"], "nccl_built() is the NCCL built against"
-    assert lockstep.__version__ == "0.1.0", "package version"
 
 
 def check_allgather(rank, size):

@@ -155,8 +155,11 @@ def expect_error(error_types, fragments, function, *args, **kwargs):
 
 
 def run_main(main):
-    """Run main(); on any failure print the traceback and exit non-zero at once."""
+    """Run main(); on any failure print the traceback and exit non-zero at once.
+    Refuses to run under python -O (PYTHONOPTIMIZE), which strips every assert."""
     try:
+        if not __debug__:
+            raise SystemExit("rank checks are assert statements: run without python -O / PYTHONOPTIMIZE")
         main()
     except BaseException:  # also SystemExit/KeyboardInterrupt: never leave peers waiting
         print(f"rank {os.environ.get('OMPI_COMM_WORLD_RANK')}: FAILED", flush=True)
