@@ -1,13 +1,17 @@
 # Developer entry points. `make test` is what CI runs (through .ci/run).
-#   make setup      system packages, .venv, editable install (idempotent)
+#   make setup      system packages, .venv, the checkout's python/ on its path (idempotent)
 #   make build      CMake build into build/ (C++ tests + lockstep._core)
-#   make test       C++ unit tests, then the Python tests, the sanitizers and the fuzzer
+#   make test       lint, C++ unit tests, the Python tests, the wheel check, the
+#                   sanitizers and the fuzzer
+#   make lint       ruff (Python lint and format check) and clang-format (C++) checks
+#   make wheel-test build the wheel and sdist, install the wheel into a fresh venv
+#                   outside the checkout, 2-rank smoke test of every frontend there
 #   make sanitize   ASan+UBSan and TSan builds (build-asan, build-tsan) and their tests
 #   make fuzz       the wire-format fuzzer (build-fuzz, clang) for FUZZ_SECONDS
 #   make demo       FRAMEWORK=numpy|torch|keras|jax: Fashion-MNIST on 2 ranks
 #   make bench      benchmarks/run_all.py (NP="2 4 8": latency, bandwidth, gradient step
 #                   at those rank counts too)
-#   make format     clang-format the C++ sources
+#   make format     clang-format the C++ sources, ruff-format the Python ones
 #   make gpu-carry  (dev machine) fill .gpu-carry/ with what a GPU machine lacks
 #   make gpu-test   (GPU machine) build into build-gpu/, C++ tests, GPU suite (tests/gpu)
 #   make gpu-bench  (GPU machine) build, then benchmarks/bench_gpu.py -> RESULTS-gpu.md
@@ -33,14 +37,19 @@ JOBS ?= 2
 FRAMEWORK ?= torch
 DEMO_ARGS ?=
 APT_PACKAGES := openmpi-bin libopenmpi-dev dataset-fashion-mnist libgtest-dev cmake g++ make \
-                clang-format python3-dev clang libclang-rt-14-dev iproute2
+                clang-format python3-dev clang libclang-rt-14-dev iproute2 ccache
 CPP_DIRS := csrc include tests/cpp tests/fuzz tests/stress cmake
+PY_DIRS := python tests benchmarks examples tools
+WHEEL_DIR := build-wheel
+# Compiled objects are shared between build/ and the wheel's build (same sources and
+# flags), so `make test`'s wheel check recompiles nothing that `make build` compiled.
+CCACHE := $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 
 # Stamps inside .venv, so deleting the venv also forgets what was installed into it.
 REQUIREMENTS_STAMP := $(VENV)/.requirements-installed
 INSTALL_STAMP := $(VENV)/.lockstep-installed
 
-.PHONY: setup apt-packages build test demo bench format clean \
+.PHONY: setup apt-packages build test demo bench format lint wheel-test clean \
         sanitize sanitize-asan sanitize-tsan fuzz gpu-carry gpu-test gpu-bench
 
 setup: apt-packages $(INSTALL_STAMP)
@@ -68,15 +77,20 @@ $(REQUIREMENTS_STAMP): requirements.txt | $(PYTHON)
 	$(PIP) install -r requirements.txt
 	touch $@
 
-# Editable: python/ is put on the venv's path, so `make build` refreshes the
-# extension the venv imports without reinstalling.
-$(INSTALL_STAMP): $(REQUIREMENTS_STAMP) setup.py pyproject.toml
-	$(PIP) install --no-build-isolation -e .
+# For development the venv imports the checkout's python/ (a .pth file), where
+# `make build` puts the libraries, so a rebuild needs no reinstall; lockstep-run is
+# the entry point a pip install makes. (`pip install .` builds a real wheel:
+# wheel-test checks it.)
+$(INSTALL_STAMP): $(REQUIREMENTS_STAMP) Makefile
+	$(PIP) uninstall --yes --quiet lockstep 2>/dev/null || true
+	echo "$(abspath python)" > "$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/lockstep-checkout.pth"
+	printf '#!%s\nimport sys\nfrom lockstep.run import main\nsys.exit(main())\n' "$(abspath $(PYTHON))" > $(VENV)/bin/lockstep-run
+	chmod +x $(VENV)/bin/lockstep-run
 	touch $@
 
 $(BUILD_DIR)/CMakeCache.txt: Makefile $(REQUIREMENTS_STAMP)
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_BUILD_TESTS=ON \
-	  -DLOCKSTEP_BUILD_PYTHON=ON -DPython_EXECUTABLE=$(abspath $(PYTHON))
+	  -DLOCKSTEP_BUILD_PYTHON=ON -DPython_EXECUTABLE=$(abspath $(PYTHON)) $(CCACHE)
 
 build: $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j$(JOBS)
@@ -84,8 +98,10 @@ build: $(BUILD_DIR)/CMakeCache.txt
 # Every suite runs even if an earlier one fails, so one CI run reports everything.
 test: setup build
 	@status=0; \
+	$(MAKE) lint || status=1; \
 	ctest --test-dir $(BUILD_DIR) --output-on-failure || status=1; \
 	$(PYTHON) -m pytest tests/python -v --timeout=300 || status=1; \
+	$(MAKE) wheel-test || status=1; \
 	$(MAKE) sanitize-asan || status=1; \
 	$(MAKE) sanitize-tsan || status=1; \
 	$(MAKE) fuzz || status=1; \
@@ -125,10 +141,25 @@ gpu-test:
 gpu-bench:
 	bash tools/gpu_machine.sh bench
 
-format:
+format: $(REQUIREMENTS_STAMP)
 	find $(CPP_DIRS) -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh' | xargs -r clang-format -i
+	$(VENV)/bin/ruff format $(PY_DIRS)
+
+# The Python side is held to ruff (configured in pyproject.toml) as the C++ side is
+# to clang-format; both report, neither rewrites (`make format` does).
+lint: $(REQUIREMENTS_STAMP)
+	@status=0; \
+	$(VENV)/bin/ruff check $(PY_DIRS) || status=1; \
+	$(VENV)/bin/ruff format --check $(PY_DIRS) || status=1; \
+	find $(CPP_DIRS) -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh' | \
+	  xargs -r clang-format --dry-run --Werror || status=1; \
+	exit $$status
+
+wheel-test: setup
+	bash tests/install/check_wheel.sh $(PYTHON) $(WHEEL_DIR)
 
 # The editable install's extension goes too, so the next setup reinstalls it.
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(FUZZ_DIR) python/lockstep/_core*.so python/*.egg-info *.egg-info .pytest_cache
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(FUZZ_DIR) $(WHEEL_DIR) python/lockstep/*.so python/*.egg-info \
+	  *.egg-info .pytest_cache
 	rm -f $(INSTALL_STAMP)
