@@ -80,8 +80,8 @@ def measure_allreduce(rank, quick):
         theirs = torch.zeros(elements, device=rank.device)
         name = f"bench.allreduce.{nbytes}"
         variants = {
-            "lockstep": lambda: hvd.allreduce_(ours, name=name, op=hvd.Sum),
-            "torch.distributed": lambda: dist.all_reduce(theirs),
+            "lockstep": lambda ours=ours: hvd.allreduce_(ours, name=name, op=hvd.Sum),
+            "torch.distributed": lambda theirs=theirs: dist.all_reduce(theirs),
         }
         # Ranks sharing a GPU talk over sockets, where a small op takes milliseconds.
         count = (200 if rank.size == 1 else 40) if nbytes <= 1 << 20 else max(3, (64 << 20) // nbytes * 3)

@@ -147,7 +147,8 @@ def _gradient_targets(rows):
         checks.append({
             "target": f"gradient step steady state <= fastest raw MPI ({name})"
                       + ("" if in_place else "; fresh outputs, context only"),
-            "measured": f"{row['median_s'] * 1e3:.1f} ms vs {fastest['variant']} {fastest['median_s'] * 1e3:.1f} ms",
+            "measured": f"{row['median_s'] * 1e3:.1f} ms vs {fastest['variant']} "
+                            f"{fastest['median_s'] * 1e3:.1f} ms",
             "held": row["median_s"] <= fastest["median_s"] if in_place else None,
         })
     return checks

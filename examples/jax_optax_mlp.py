@@ -23,8 +23,8 @@ from data import load_fashion_mnist, shard_indices
 
 def init_mlp(key, sizes=(784, 256, 128, 10)):
     params = []
-    for key, (fan_in, fan_out) in zip(jax.random.split(key, len(sizes) - 1), zip(sizes[:-1], sizes[1:])):
-        params.append({"w": jax.random.normal(key, (fan_in, fan_out)) * jnp.sqrt(2.0 / fan_in),
+    for layer_key, (fan_in, fan_out) in zip(jax.random.split(key, len(sizes) - 1), zip(sizes[:-1], sizes[1:])):
+        params.append({"w": jax.random.normal(layer_key, (fan_in, fan_out)) * jnp.sqrt(2.0 / fan_in),
                        "b": jnp.zeros(fan_out)})
     return params
 

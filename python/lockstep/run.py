@@ -159,12 +159,12 @@ def resolve_hosts(args, env):
                 with open(args.hostfile) as hostfile:
                     text = hostfile.read()
             except OSError as error:
-                raise LaunchError(f"cannot read --hostfile {args.hostfile}: {error.strerror}")
+                raise LaunchError(f"cannot read --hostfile {args.hostfile}: {error.strerror}") from None
             return run_hosts.parse_hostfile(text, args.hostfile)
         if uses_slurm(args, env):
             return run_hosts.slurm_hosts(env)
     except run_hosts.HostsError as error:
-        raise LaunchError(str(error))
+        raise LaunchError(str(error)) from None
     return None
 
 

@@ -55,7 +55,7 @@ def check_equivalent_to_full_batch_training(rank, size, device):
     images, labels = full_batch(device)
     shard = GLOBAL_BATCH // size
     mine = slice(rank * shard, (rank + 1) * shard)
-    for step in range(STEPS):
+    for _step in range(STEPS):
         optimizer.zero_grad()
         F.cross_entropy(model(images[mine]), labels[mine]).backward()
         optimizer.step()

@@ -237,7 +237,7 @@ def failing_finish(rank, size):
     """An exception in user code that runs on the result (a compression's
     decompress) surfaces from the call that ran it; the engine keeps working and the
     name can be reused."""
-    for attempt in range(3):
+    for _attempt in range(3):
         expect_error(KeyError, ["user's decompress"], hvd.allreduce, np.ones(4, np.float32),
                      name="user.callback", compression=FailingCompression)
         handle = hvd.allreduce_async(np.ones(4, np.float32), name="user.callback.async",

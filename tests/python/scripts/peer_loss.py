@@ -28,7 +28,7 @@ def main():
     large = sys.argv[1:] == ["large"]
     data = np.ones((1 << 20) if large else 4, np.float32)
     try:
-        for step in range(100000):
+        for _step in range(100000):
             hvd.allreduce(data, name="step")
             if not large:
                 time.sleep(0.01)

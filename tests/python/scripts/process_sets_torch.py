@@ -20,7 +20,7 @@ def check_optimizer(me, my_set, other_set):
         model.weight.fill_(1.0)
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(), process_set=my_set)
-    for step in range(2):
+    for _step in range(2):
         optimizer.zero_grad()
         model(torch.full((1, 3), float(me + 1))).sum().backward()  # gradient: me + 1 everywhere
         optimizer.step()
