@@ -77,8 +77,8 @@ void DeviceCollectives::CloseCommunicator() {
 }
 
 void DeviceCollectives::ThrowIfStopped(const Response& r) {
-  std::string why = broken_;
-  if (why.empty()) why = GpuPathFailure();
+  std::string why = GpuPathFailure();  // says to restart
+  if (why.empty()) why = broken_;
   if (why.empty()) {
     // The watchdog may have found a failure since the last Poll.
     const std::string found = inflight_.failure();
@@ -166,6 +166,12 @@ std::string DeviceCollectives::Poll() {
   return "GPU collectives stopped: " + Stop(failure, inflight_.size() > 1);
 }
 
+// Every pending and later GPU op of the process fails with the returned message.
+std::string DeviceCollectives::FailGpuPath(const std::string& what_happened) {
+  MarkGpuPathFailed(what_happened + kRestart);
+  return GpuPathFailure();
+}
+
 std::string DeviceCollectives::Stop(const std::string& why, bool work_queued_behind) {
   broken_ = inflight_.Fail(why);
   if (!comm_ || comm_->released()) return broken_;
@@ -173,23 +179,20 @@ std::string DeviceCollectives::Stop(const std::string& why, bool work_queued_beh
   switch (action) {
     case FailureAction::kRevokeDrainDestroy:
       comm_->Revoke();
-      if (!inflight_.Drain(kShutdownDrainSeconds)) {
-        comm_->Leave();  // still not quiescent: destroying could free memory in use
-        MarkGpuPathFailed(broken_);
-        return broken_ + "; the NCCL communicator was revoked but lockstep's stream did not drain" +
-               kRestart;
+      if (inflight_.Drain(kShutdownDrainSeconds)) {
+        comm_->Destroy();
+        return broken_ + "; the NCCL communicator was " + ActionName(action) +
+               "; this process set's later GPU ops fail, host ops and other sets keep working";
       }
-      comm_->Destroy();
-      return broken_ + "; the NCCL communicator was " + ActionName(action) +
-             "; this process set's later GPU ops fail, host ops and other sets keep working";
+      comm_->Leave();  // still not quiescent: destroying could free memory in use
+      return FailGpuPath(broken_ +
+                         "; the NCCL communicator was revoked but lockstep's stream did not drain");
     case FailureAction::kAbort:
+      comm_->Abort();
+      return FailGpuPath(broken_ + "; the NCCL communicator was " + ActionName(action));
     case FailureAction::kLeave:
-      if (action == FailureAction::kAbort)
-        comm_->Abort();
-      else
-        comm_->Leave();
-      MarkGpuPathFailed(broken_);
-      return broken_ + "; the NCCL communicator was " + ActionName(action) + kRestart;
+      comm_->Leave();
+      return FailGpuPath(broken_ + "; the NCCL communicator was " + ActionName(action));
   }
   return broken_;
 }

@@ -42,6 +42,7 @@ class DeviceCollectives : public Collectives {
   void ThrowIfStopped(const Response& r);
   // Ends the set's GPU collectives; returns what was done with the communicator.
   std::string Stop(const std::string& why, bool work_queued_behind);
+  std::string FailGpuPath(const std::string& what_happened);
   void CloseCommunicator();
 
   GpuCollectivesOptions options_;

@@ -65,11 +65,11 @@ std::unique_ptr<Collectives> MakeGpuCollectives(const GpuCollectivesOptions& opt
 
 void GpuStreamWaitDone(const GpuEvent& done, void* stream) {
   std::string failure = done.failure();
-  if (failure.empty() && !GpuPathFailure().empty()) {
+  const std::string path_failure = GpuPathFailure();  // says to restart
+  if (!path_failure.empty()) {
     // Finished before the failure: its output is valid. Otherwise it never will be.
     DeviceGuard guard(done.device());
-    const cudaError_t status = cudaEventQuery(done.get());
-    if (status != cudaSuccess) failure = GpuPathFailure();
+    if (!failure.empty() || cudaEventQuery(done.get()) != cudaSuccess) failure = path_failure;
   }
   if (!failure.empty()) {
     throw Error("the GPU collective of this op did not complete, its output is undefined: " +
