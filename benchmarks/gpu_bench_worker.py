@@ -13,6 +13,9 @@ Parts:
              allreduce starts once autograd has it) against torch DDP's bucketing
   training   a ResNet-50 training step (batch 32, 224x224): plain, DistributedOptimizer,
              per-gradient allreduce hooks, DDP
+  overlap    that step with allreduces from backward hooks against the same allreduces
+             after backward, and when the first reduction ends on the GPU
+             (gpu_overlap.py)
 """
 
 import argparse
@@ -26,6 +29,7 @@ import torch.distributed as dist
 
 import harness  # mpi4py first: MPI starts with MPI_THREAD_MULTIPLE, then lockstep adopts it
 import lockstep.torch as hvd
+from gpu_overlap import measure_overlap
 from resnet50_model import ResNet50
 from resnet50_shapes import gradient_order
 
@@ -213,7 +217,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", required=True)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--parts", default="allreduce,gradients,training")
+    parser.add_argument("--parts", default="allreduce,gradients,training,overlap")
     args = parser.parse_args()
     torch.backends.cudnn.benchmark = True
     rank = Rank()
@@ -226,6 +230,8 @@ def main():
             payload["gradients"] = measure_gradients(rank, args.quick)
         if "training" in parts:
             payload["training"] = measure_training(rank, args.quick)
+        if "overlap" in parts:
+            payload["overlap"] = measure_overlap(rank, args.quick)
     finally:
         rank.ctx.write_json(args.out, payload)
         dist.destroy_process_group()

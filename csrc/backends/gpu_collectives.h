@@ -43,6 +43,11 @@ struct GpuCollectivesOptions {
 // through MPI. Throws Error.
 std::unique_ptr<Collectives> MakeGpuCollectives(const GpuCollectivesOptions& options);
 
+// Makes `stream` wait on a result's done event (cudaStreamWaitEvent, no host stall).
+// Throws Error when CUDA refuses, or when the process's GPU path failed (a timed-out or
+// broken communicator) before the event completed: the op's output is then undefined.
+void GpuStreamWaitDone(const GpuEvent& done, void* stream);
+
 // The device a process's GPU ops run on: that of its first device op, or -1 before it.
 int BoundGpuDevice();
 

@@ -84,6 +84,19 @@ void BindResult(py::module_& m) {
       // through data_ptr/nbytes (the frontend copies it into its own tensor on the op's
       // stream, then drops this object; the memory is freed stream-ordered after that).
       .def_readonly("device", &OpResult::device)
+      // Device ops: lockstep's done event and the stream the op was submitted on. wait()
+      // already made that stream wait on the event; a frontend that uses the result on
+      // another stream orders it with order_stream(stream) first.
+      .def_property_readonly("has_gpu_done",
+                             [](const OpResult& r) { return r.gpu_done != nullptr; })
+      .def_property_readonly(
+          "gpu_stream", [](const OpResult& r) { return reinterpret_cast<uintptr_t>(r.gpu_stream); })
+      .def(
+          "order_stream",
+          [](const OpResult& r, uintptr_t stream) {
+            OrderStreamAfter(r, reinterpret_cast<void*>(stream));
+          },
+          py::arg("stream"))
       .def_property_readonly(
           "data_ptr",
           [](const OpResult& r) {

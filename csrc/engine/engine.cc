@@ -324,7 +324,10 @@ void Engine::AdmitNewEntries() {
           {});
       continue;
     }
-    if (entry.request.op == OpType::kJoin) joined_ = true;
+    if (entry.request.op == OpType::kJoin) {
+      joined_ = true;
+      set->second->runner().set_join_device(entry.spec.device);
+    }
     if (timeline_.active()) {
       timeline_.Begin(entry.request.name, std::string("NEGOTIATE_") + OpTypeName(entry.request.op));
     }
@@ -345,6 +348,7 @@ void Engine::ExecuteOne(ProcessSet& set, const Response& response) {
   }
   if (response.type == ResponseType::kJoin) {
     joined_ = false;
+    set.runner().set_join_device(-1);
     namer_.StartNewGeneration();
   }
   const std::vector<std::string> names =

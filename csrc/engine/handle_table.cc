@@ -29,6 +29,7 @@ void HandleTable::Complete(Handle handle, Status status, OpResult result) {
   // Outside the lock: the callback may enqueue more work (a framework scheduling the
   // ops that consume this result).
   if (on_done) {
+    Order(&status, &result);
     // Runs on the background thread: an exception escaping it would stop the engine
     // and fail every other rank's collectives, so it stops here. Framework callbacks
     // report their own errors through their own channels; this is the last resort.
@@ -80,8 +81,26 @@ OpResult HandleTable::Wait(Handle handle) {
   if (it == slots_.end()) throw Error(unknown);
   Slot slot = std::move(it->second);
   slots_.erase(it);
+  lock.unlock();  // ordering calls into CUDA
+  if (slot.status.ok()) Order(&slot.status, &slot.result);
   if (!slot.status.ok()) throw Error(slot.status.message(), slot.status.code());
   return std::move(slot.result);
+}
+
+void HandleTable::OrderOwnStream(const OpResult& result) {
+  OrderStreamAfter(result, result.gpu_stream);
+}
+
+void HandleTable::Order(Status* status, OpResult* result) const {
+  if (!status->ok() || !result->gpu_done) return;
+  try {
+    order_(*result);
+  } catch (const std::exception& e) {
+    *status = Status::Aborted(e.what());
+    *result = OpResult();
+  }
+  // gpu_done stays: a frontend may order another stream after it too (torch, when the
+  // handle is synchronized under another stream than the one it was submitted on).
 }
 
 }  // namespace lockstep

@@ -146,6 +146,10 @@ int NcclBuilt() { return BuiltNcclVersion(); }
 
 void* GpuStream(int device, int32_t process_set_id) { return GpuStreamOf(device, process_set_id); }
 
+void OrderStreamAfter(const OpResult& result, void* stream) {
+  if (result.gpu_done) GpuStreamWaitDone(*result.gpu_done, stream);
+}
+
 NcclInfo GetNcclInfo() { return QueryNcclInfo(); }
 
 void StartTimeline(const std::string& path, bool mark_cycles) {

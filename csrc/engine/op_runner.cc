@@ -21,10 +21,7 @@ Collectives& OpRunner::CollectivesFor(const Response& response,
     // Made collectively: every member of the set meets its first GPU response in the
     // same cycle. A rank that joined has no tensor here and uses its process's GPU.
     GpuCollectivesOptions options = gpu_options_;
-    options.device = BoundGpuDevice() >= 0 ? BoundGpuDevice() : 0;
-    for (const TensorEntry* entry : entries) {
-      if (entry != nullptr) options.device = entry->spec.device;
-    }
+    options.device = GpuDeviceFor(entries, join_device_, BoundGpuDevice());
     if (!gpu_failure_.empty()) throw Error(gpu_failure_);
     try {
       gpu_ = MakeGpuCollectives(options);
@@ -45,6 +42,14 @@ std::vector<OpResult> OpRunner::Run(const Response& response,
     tensors[i].ready = entries[i]->ready_event.get();
   }
   return CollectivesFor(response, entries).Run(response, tensors);
+}
+
+int OpRunner::GpuDeviceFor(const std::vector<TensorEntry*>& entries, int join_device, int bound) {
+  for (const TensorEntry* entry : entries) {
+    if (entry != nullptr) return entry->spec.device;
+  }
+  if (join_device >= 0) return join_device;
+  return bound >= 0 ? bound : 0;
 }
 
 std::string OpRunner::Poll() { return gpu_ ? gpu_->Poll() : std::string(); }

@@ -29,6 +29,13 @@ class OpRunner {
   void set_chunk_bytes(int64_t chunk_bytes) { host_.set_chunk_bytes(chunk_bytes); }
   // A failure of the GPU collectives since the last call (see Collectives::Poll).
   std::string Poll();
+  // The device join(device=...) named (-1: none): where this rank, once joined, stands
+  // in with zeros if the set's GPU collectives are made after it joined.
+  void set_join_device(int device) { join_device_ = device; }
+
+  // The device of the set's GPU collectives made for a response: this rank's tensor's,
+  // else (joined) the one join named, else the process's bound GPU, else GPU 0.
+  static int GpuDeviceFor(const std::vector<TensorEntry*>& entries, int join_device, int bound);
 
  private:
   Collectives& CollectivesFor(const Response& response, const std::vector<TensorEntry*>& entries);
@@ -39,6 +46,7 @@ class OpRunner {
   // Why making them failed: making them is collective, so it is tried once and later
   // GPU responses fail with the same message on every member.
   std::string gpu_failure_;
+  int join_device_ = -1;
 };
 
 }  // namespace lockstep

@@ -93,12 +93,21 @@ class Buffer {
   std::function<void(void*)> release_;  // empty: std::free
 };
 
+class GpuEvent;  // opaque: a CUDA event of the GPU backend
+
 struct OpResult {
   std::vector<int64_t> shape;            // shape of the output
   std::shared_ptr<Buffer> buffer;        // allgather, alltoall, reducescatter results
   int device = -1;                       // where buffer lives: -1 host, else the CUDA device
   std::vector<int64_t> received_splits;  // alltoall: rows received from each rank
   int join_last_rank = -1;               // join: the last rank to join
+  // Device ops: the event lockstep recorded after its GPU work for this op, and the
+  // stream the op was submitted on (OpSpec::stream). Wait() makes that stream wait on
+  // the event when it returns, not when the op completes, so work the framework queues
+  // meanwhile (the rest of backward) is not held behind the collective. Null for host
+  // ops and for ops that complete through a callback (their stream already waits).
+  std::shared_ptr<GpuEvent> gpu_done;
+  void* gpu_stream = nullptr;
 };
 
 using Handle = int64_t;
@@ -156,6 +165,11 @@ EngineStats GetEngineStats();  // throws Error when lockstep is not running
 // lockstep's own CUDA stream for GPU collectives on `device` in a process set (as a
 // cudaStream_t), or nullptr before the set's first GPU op created it.
 void* GpuStream(int device, int32_t process_set_id = 0);
+// Makes `stream` (a cudaStream_t of the result's device) wait on the result's
+// gpu_done event: for a frontend that uses a device result on another stream than the
+// op's. No-op for host results. Throws Error (the CUDA failure, or that the GPU path
+// failed before the op's GPU work finished, in which case its output is undefined).
+void OrderStreamAfter(const OpResult& result, void* stream);
 
 void StartTimeline(const std::string& path, bool mark_cycles);
 void StopTimeline();

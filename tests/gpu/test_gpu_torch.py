@@ -61,6 +61,21 @@ def test_streams_without_host_syncs(ranks):
     run_gpu_ranks("gpu_streams.py", ranks, timeout=240, env=QUICK_FAILURE).assert_all_ranks_passed(ranks)
 
 
+def test_backward_work_is_not_held_behind_a_collective_until_synchronize(multi_ranks):
+    run_gpu_ranks("gpu_overlap.py", multi_ranks, timeout=240, env=QUICK_FAILURE).assert_all_ranks_passed(multi_ranks)
+
+
+@pytest.mark.parametrize("case", ["init-fails-on-one-rank", "collective-times-out"])
+def test_gpu_failures_end_with_an_error_on_every_rank(case, multi_ranks):
+    """Within the deadline on every rank, torch still usable, shutdown returns on all."""
+    run = run_gpu_ranks("gpu_failures.py", multi_ranks, timeout=240,
+                        env={"LOCKSTEP_NCCL_TIMEOUT_SECONDS": "10"}, args=[case])
+    assert not run.timed_out, run.describe()
+    run.assert_all_ranks_passed(multi_ranks)
+    for rank in range(multi_ranks):
+        assert f"rank {rank}: shutdown returned" in run.stdout, run.describe()
+
+
 def test_a_rank_killed_mid_stream_ends_the_job(multi_ranks):
     run = run_gpu_ranks("gpu_rank_death.py", multi_ranks, timeout=180,
                         env={"LOCKSTEP_NCCL_TIMEOUT_SECONDS": "20"})

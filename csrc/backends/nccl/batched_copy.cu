@@ -69,6 +69,9 @@ cudaError_t BatchedCopy(const DeviceCopy* copies, int count, DataType dtype, dou
   }
   if (largest == 0) return cudaSuccess;
   const bool scaled = factor != 1.0 && dtype != DataType::kBool;
+  // The launch's own error is read with cudaGetLastError below: clear what earlier
+  // calls on this thread may have left (a failed timing event, a device switch).
+  (void)cudaGetLastError();
   // Plain copies move 16 bytes per thread and step, scaled ones an element.
   const int64_t per_block = kThreads * (scaled ? static_cast<int64_t>(DataTypeSize(dtype)) : 16);
   const dim3 grid(

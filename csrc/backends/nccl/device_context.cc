@@ -45,16 +45,6 @@ StreamRegistry& Registry() {
 
 }  // namespace
 
-std::string TensorList(const std::vector<std::string>& names) {
-  constexpr size_t kShown = 4;
-  std::string text;
-  for (size_t i = 0; i < names.size() && i < kShown; ++i) {
-    text += (i ? ", '" : "'") + names[i] + "'";
-  }
-  if (names.size() > kShown) text += " and " + std::to_string(names.size() - kShown) + " more";
-  return text;
-}
-
 void CheckCuda(cudaError_t status, const char* what, const std::vector<std::string>& names) {
   if (status == cudaSuccess) return;
   throw Error(std::string("CUDA ") + what + " failed" +
@@ -68,11 +58,29 @@ DeviceGuard::DeviceGuard(int device) {
     previous_ = -1;  // nothing to restore
     return;
   }
-  (void)cudaSetDevice(device);
+  status_ = cudaSetDevice(device);
+  // Read and cleared here, so a later launch check does not mistake it for its own.
+  if (status_ != cudaSuccess) (void)cudaGetLastError();
 }
 
 DeviceGuard::~DeviceGuard() {
-  if (previous_ >= 0) (void)cudaSetDevice(previous_);
+  // Restoring is best effort (a destructor must not throw); its error is cleared so that
+  // it cannot surface as a later call's failure on this thread.
+  if (previous_ >= 0 && cudaSetDevice(previous_) != cudaSuccess) (void)cudaGetLastError();
+}
+
+void DeviceGuard::Check(const std::vector<std::string>& names) const {
+  CheckCuda(status_, "cudaSetDevice", names);
+}
+
+void GpuEvent::Fail(const std::string& why) {
+  std::lock_guard<std::mutex> lock(failure_mutex_);
+  if (failure_.empty()) failure_ = why;
+}
+
+std::string GpuEvent::failure() const {
+  std::lock_guard<std::mutex> lock(failure_mutex_);
+  return failure_;
 }
 
 cudaEvent_t AcquireEvent(int device) {
@@ -87,6 +95,7 @@ cudaEvent_t AcquireEvent(int device) {
     }
   }
   DeviceGuard guard(device);
+  guard.Check({});
   cudaEvent_t event = nullptr;
   CheckCuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "event creation", {});
   return event;
@@ -117,6 +126,30 @@ cudaMemPool_t DevicePool(int device) {
   return pool;
 }
 
+namespace {
+
+struct PathFailure {
+  std::mutex mutex;
+  std::string why;
+};
+
+PathFailure& Path() {
+  static PathFailure* path = new PathFailure();
+  return *path;
+}
+
+}  // namespace
+
+void MarkGpuPathFailed(const std::string& why) {
+  std::lock_guard<std::mutex> lock(Path().mutex);
+  if (Path().why.empty()) Path().why = why;
+}
+
+std::string GpuPathFailure() {
+  std::lock_guard<std::mutex> lock(Path().mutex);
+  return Path().why;
+}
+
 int BindGpu(int device, const OpSpec& spec) {
   int expected = -1;
   if (Bound().compare_exchange_strong(expected, device) || expected == device) return device;
@@ -132,6 +165,7 @@ int BoundGpu() { return Bound().load(); }
 
 DeviceStream::DeviceStream(int device) : device_(device) {
   DeviceGuard guard(device);
+  guard.Check({});
   CheckCuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream creation", {});
 }
 

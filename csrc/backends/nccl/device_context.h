@@ -7,31 +7,34 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "backends/collectives.h"
+#include "common/tensor_list.h"
 #include "lockstep/lockstep.h"
 
 namespace lockstep {
 
-// "'a'", "'a', 'b'", or the first few names and how many more: for messages.
-std::string TensorList(const std::vector<std::string>& names);
-
 // Throws Error("CUDA <what> failed for tensor(s) ...: <CUDA's message>").
 void CheckCuda(cudaError_t status, const char* what, const std::vector<std::string>& names);
 
-// Makes `device` current on this thread for the guard's lifetime. Never throws: a
-// device that cannot be made current shows up in the first CUDA call after it.
+// Makes `device` current on this thread for the guard's lifetime. Never throws (it
+// runs in destructors and releases); callers that go on to check CUDA results call
+// Check(), so that a failure to switch is reported as that, not as whatever the next
+// call returns.
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device);
   ~DeviceGuard();
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
+  void Check(const std::vector<std::string>& names) const;
 
  private:
   int previous_ = -1;
+  cudaError_t status_ = cudaSuccess;
 };
 
 // Events without timing (cheaper to record), pooled per device: creating one is a
@@ -46,6 +49,12 @@ void ReleaseEvent(int device, cudaEvent_t event);
 // other libraries may tune that pool. Up to kPoolKeepBytes stay cached. Throws Error.
 constexpr uint64_t kPoolKeepBytes = uint64_t{1} << 30;
 cudaMemPool_t DevicePool(int device);
+
+// The process's GPU path after a communicator failed or timed out where it could not be
+// stopped safely (NCCL without ncclCommRevoke): every later GPU op of the process
+// fails with this, naming the cause and saying to restart. "" while it works.
+void MarkGpuPathFailed(const std::string& why);
+std::string GpuPathFailure();
 
 // The process's GPU: set by its first device op (Horovod pins one process per GPU),
 // -1 before. Returns the bound device; throws Error when `device` is another one.
@@ -88,12 +97,19 @@ class GpuEvent {
   cudaEvent_t get() const { return event_; }
   cudaStream_t stream() const { return stream_; }
   uint64_t sequence() const { return sequence_; }
+  int device() const { return device_; }
+  // A done event whose collective failed or was stopped before it finished: a stream
+  // must not be ordered after it as if the output were valid. Thread-safe.
+  void Fail(const std::string& why);
+  std::string failure() const;
 
  private:
   int device_;
   cudaEvent_t event_;
   cudaStream_t stream_;
   uint64_t sequence_;
+  mutable std::mutex failure_mutex_;
+  std::string failure_;
 };
 
 // Records a pooled event on `stream` (with `device` current) and numbers it; recording

@@ -1,10 +1,20 @@
-// One process set's NCCL communicator, built through MPI: rank 0 of the set makes the
-// unique id and broadcasts it over the set's MPI communicator, then every member
-// joins. Made on the background thread with the set's device current.
+// One process set's NCCL communicator, built through MPI and never without a deadline:
+// rank 0 of the set makes the unique id and broadcasts it (nonblocking MPI, polled),
+// every member initializes a nonblocking communicator (blocking = 0) and polls its
+// state until LOCKSTEP_NCCL_TIMEOUT_SECONDS, and the members agree on the outcome, so
+// that one member failing (no memory, /dev/shm, an NCCL setting) fails them all with
+// the cause instead of leaving the others in ncclCommInitRank. Made on the background
+// thread with the set's device current.
+//
+// Every call on a nonblocking communicator may return ncclInProgress: Settle() polls
+// until the call's work is queued before the next call, as NCCL requires.
 #pragma once
 
 #include <mpi.h>
 #include <nccl.h>
+
+#include <string>
+#include <vector>
 
 #include "backends/nccl/nccl_library.h"
 
@@ -12,26 +22,41 @@ namespace lockstep {
 
 class NcclCommunicator {
  public:
-  // Collective over `comm` (every member calls it in the same cycle). Throws Error on
-  // every member when rank 0 cannot make the id, else on the members whose NCCL
-  // initialization fails.
-  NcclCommunicator(MPI_Comm comm, int rank, int size, const NcclLibrary& library);
-  // Destroys the communicator; call Abort first where its work may never finish.
+  // Collective over `comm`; throws Error on every member when any member fails or the
+  // deadline passes (timeout_seconds 0: no deadline).
+  NcclCommunicator(MPI_Comm comm, int rank, int size, const NcclLibrary& library,
+                   double timeout_seconds);
+  // Destroys the communicator unless it was released (Abort, Revoke + Destroy, Leave).
   ~NcclCommunicator();
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
   ncclComm_t get() const { return comm_; }
+  // A call on the communicator returned `result`: waits until it is no longer in
+  // progress, then throws Error (naming `what` and the tensors) unless it succeeded.
+  void Settle(ncclResult_t result, const char* what, const std::vector<std::string>& names) const;
   // ncclSuccess, or the error the communicator hit asynchronously (a peer failed, a
   // network error); polled once per cycle.
   ncclResult_t AsyncError() const;
-  // Ends the communicator's outstanding work (its kernels return) and frees it;
-  // idempotent. Later calls on it are not allowed.
+  bool revoke_available() const { return library_.CommRevoke != nullptr; }
+  // ncclCommRevoke (2.29+): stops in-flight work; the caller then drains lockstep's
+  // stream and calls Destroy. Returns false where the library lacks it or it failed.
+  bool Revoke();
+  // Ends the communicator's outstanding work and frees it; idempotent.
   void Abort();
-  bool aborted() const { return comm_ == nullptr; }
+  // Frees it (ncclCommDestroy: an intra-host barrier; every member must call it).
+  void Destroy();
+  // Gives the communicator up without touching it: its kernels may still spin on the
+  // GPU, and freeing its memory under them would fault (NCCL 2.28 after a timeout).
+  void Leave() { comm_ = nullptr; }
+  bool released() const { return comm_ == nullptr; }
 
  private:
+  // Polls the communicator's state until it leaves ncclInProgress or `seconds` pass.
+  ncclResult_t WaitWhileInProgress(double seconds) const;
+
   const NcclLibrary& library_;
+  double timeout_seconds_;
   ncclComm_t comm_ = nullptr;
 };
 

@@ -43,6 +43,7 @@ bool ResolveAll(void* handle, NcclLibrary* l) {
   ok &= Resolve(handle, "ncclGetErrorString", &l->GetErrorString, l);
   ok &= Resolve(handle, "ncclGetUniqueId", &l->GetUniqueId, l);
   ok &= Resolve(handle, "ncclCommInitRank", &l->CommInitRank, l);
+  ok &= Resolve(handle, "ncclCommInitRankConfig", &l->CommInitRankConfig, l);
   ok &= Resolve(handle, "ncclCommDestroy", &l->CommDestroy, l);
   ok &= Resolve(handle, "ncclCommAbort", &l->CommAbort, l);
   ok &= Resolve(handle, "ncclCommGetAsyncError", &l->CommGetAsyncError, l);
@@ -55,6 +56,7 @@ bool ResolveAll(void* handle, NcclLibrary* l) {
   ok &= Resolve(handle, "ncclRecv", &l->Recv, l);
   ok &= Resolve(handle, "ncclGroupStart", &l->GroupStart, l);
   ok &= Resolve(handle, "ncclGroupEnd", &l->GroupEnd, l);
+  l->CommRevoke = reinterpret_cast<NcclLibrary::CommRevokeFn>(dlsym(handle, "ncclCommRevoke"));
   return ok;
 }
 

@@ -18,6 +18,7 @@ struct NcclLibrary {
   decltype(&ncclGetErrorString) GetErrorString = nullptr;
   decltype(&ncclGetUniqueId) GetUniqueId = nullptr;
   decltype(&ncclCommInitRank) CommInitRank = nullptr;
+  decltype(&ncclCommInitRankConfig) CommInitRankConfig = nullptr;
   decltype(&ncclCommDestroy) CommDestroy = nullptr;
   decltype(&ncclCommAbort) CommAbort = nullptr;
   decltype(&ncclCommGetAsyncError) CommGetAsyncError = nullptr;
@@ -30,6 +31,11 @@ struct NcclLibrary {
   decltype(&ncclRecv) Recv = nullptr;
   decltype(&ncclGroupStart) GroupStart = nullptr;
   decltype(&ncclGroupEnd) GroupEnd = nullptr;
+  // Optional (NCCL 2.29+; looked up at run time, null where the loaded NCCL lacks it):
+  // stops in-flight work and lets lockstep's stream drain before the communicator is
+  // destroyed, where ncclCommAbort would free memory that queued kernels still use.
+  using CommRevokeFn = ncclResult_t (*)(ncclComm_t comm, int revoke_flags);
+  CommRevokeFn CommRevoke = nullptr;
 
   bool loaded = false;
   int version = 0;         // ncclGetVersion()

@@ -58,7 +58,8 @@ NcclOps::NcclOps(const NcclLibrary& library, NcclCommunicator& comm,
       scratch_(stream) {}
 
 void NcclOps::Check(ncclResult_t result, const char* what, const Response& r) const {
-  CheckNccl(result, what, r.names, nccl_);
+  // The communicator is nonblocking: a call may still be queuing when it returns.
+  comm_.Settle(result, what, r.names);
 }
 
 double NcclOps::FinalFactor(const Response& r) const {

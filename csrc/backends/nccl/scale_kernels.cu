@@ -29,6 +29,9 @@ cudaError_t ScaleDeviceBuffer(void* buffer, int64_t count, DataType dtype, doubl
                               cudaStream_t stream) {
   if (count <= 0 || factor == 1.0 || dtype == DataType::kBool) return cudaSuccess;
   const int blocks = static_cast<int>(std::min(kMaxBlocks, (count + kThreads - 1) / kThreads));
+  // The launch's own error is read with cudaGetLastError below: clear what earlier
+  // calls on this thread may have left (a failed timing event, a device switch).
+  (void)cudaGetLastError();
   switch (dtype) {
     case DataType::kUInt8:
       Launch<uint8_t>(buffer, count, factor, blocks, stream);

@@ -20,6 +20,10 @@ std::unique_ptr<Collectives> MakeGpuCollectives(const GpuCollectivesOptions&) {
   throw Error("GPU collectives cannot run: " + QueryNcclInfo().problem);
 }
 
+void GpuStreamWaitDone(const GpuEvent&, void*) {
+  throw Error("internal error: a device result without a GPU backend: " + QueryNcclInfo().problem);
+}
+
 int BoundGpuDevice() { return -1; }
 
 void* GpuStreamOf(int, int32_t) { return nullptr; }

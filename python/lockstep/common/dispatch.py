@@ -46,6 +46,11 @@ class OpDispatcher:
         self._core = core
         self._namer = namer
         self._handles = handles
+        # Set by a frontend with device tensors (torch): called with the core Results of
+        # a synchronized op before its finish(), to order the stream that is current now
+        # after lockstep's GPU work (wait() ordered only the stream the op was
+        # submitted on). None: nothing to do.
+        self.order_device_results = None
 
     # Submission. Each returns a frontend handle for poll()/synchronize(); `finish`
     # receives the core Result (a list of them for groups) and builds the output.
@@ -217,6 +222,8 @@ class OpDispatcher:
         self._restart_names_if_idle()
         if first_error is not None:
             raise first_error
+        if self.order_device_results is not None:
+            self.order_device_results(results)
         return pending.finish(results)
 
     # Helpers.

@@ -20,10 +20,15 @@ from lockstep.torch.tensors import (
     core_dtype,
     device_and_stream,
     new_output_like,
+    order_on_current_stream,
     readable,
     tensor_from_result,
     tensor_ref,
 )
+
+# synchronize() orders the stream current then (not only the submission stream) after
+# lockstep's GPU work.
+DISPATCHER.order_device_results = order_on_current_stream
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,

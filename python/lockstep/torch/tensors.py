@@ -4,11 +4,13 @@ Contiguous tensors are handed to the core in place (their data_ptr); only a
 non-contiguous tensor is copied, because the core needs one dense block.
 
 CUDA tensors travel with the stream that is current on their device when they are
-submitted: the core waits on it (an event, not a host stall) before it reads them,
-and Wait() makes it wait on lockstep's work before returning, so results are used on
-that stream. Results that the core allocates on the device (allgather, alltoall,
-reducescatter) are copied into a torch tensor on the current stream when the op is
-synchronized, so torch's caching allocator owns every tensor a user sees.
+submitted: the core waits on it (an event, not a host stall) before it reads them.
+Only when the op is synchronized does that stream, and the one current then if it is
+another, wait on lockstep's work (an event again): kernels queued in between, the
+rest of backward, run alongside the collective. Results that the core allocates on
+the device (allgather, alltoall, reducescatter) are copied into a torch tensor on the
+current stream when the op is synchronized, so torch's caching allocator owns every
+tensor a user sees.
 """
 
 import torch
@@ -89,7 +91,7 @@ def device_and_stream(tensor):
     The tensor is recorded as used on the stream: were it allocated on another one (a
     gradient made on a side stream), torch's caching allocator would otherwise hand its
     memory out again on that stream once it is freed, with nothing ordering that after
-    lockstep's work. Wait() orders the current stream after lockstep's stream, so the
+    lockstep's work. synchronize() orders the stream after lockstep's stream, so the
     record covers lockstep's use too. No host synchronization is involved.
     """
     device = tensor.device.index
@@ -149,8 +151,8 @@ def _host_tensor_from_result(result, dtype, shape):
 class _DeviceBytes:
     """A core Result's device memory as raw bytes through the CUDA Array Interface, the
     one way torch adopts a foreign device pointer without a copy. stream None: the
-    Wait() that returned the Result already ordered the current stream after the core's
-    writes. Holding the Result keeps its memory alive while torch's view of it exists."""
+    synchronize() that returned the Result already ordered the current stream after the
+    core's writes. Holding the Result keeps its memory alive while torch's view of it exists."""
 
     def __init__(self, result):
         self._result = result
@@ -158,6 +160,29 @@ class _DeviceBytes:
             "shape": (result.nbytes,), "typestr": "|u1", "data": (result.data_ptr, False), "version": 3,
             "stream": None,
         }
+
+
+def order_on_current_stream(results):
+    """Makes the stream current at synchronize() wait on lockstep's GPU work for these
+    core Results (the core's wait() already ordered the stream each op was submitted
+    on): a handle may be synchronized under another torch.cuda.stream(...)."""
+    for result in results:
+        if result.has_gpu_done:
+            current = torch.cuda.current_stream(gpu.DEVICE_PIN.device).cuda_stream
+            if current != result.gpu_stream:
+                result.order_stream(current)
+
+
+def _free_after_current_stream(result, device):
+    """The core frees a device result on its stream after an event recorded on the op's
+    submission stream when the Result is dropped: if the copy out ran on another stream,
+    order the submission stream after that copy first."""
+    current = torch.cuda.current_stream(device)
+    if current.cuda_stream == result.gpu_stream:
+        return
+    submitted = (torch.cuda.default_stream(device) if result.gpu_stream == 0
+                 else torch.cuda.ExternalStream(result.gpu_stream, device=device))
+    submitted.wait_stream(current)
 
 
 def _device_tensor_from_result(result, dtype, shape, device):
@@ -172,7 +197,9 @@ def _device_tensor_from_result(result, dtype, shape, device):
         raise _core.LockstepError(
             f"internal error: the result of an op on {device} came back on GPU {result.device}")
     view = torch.as_tensor(_DeviceBytes(result), device=device)
-    return view.view(dtype).reshape(shape).clone()
+    copy = view.view(dtype).reshape(shape).clone()
+    _free_after_current_stream(result, device)
+    return copy
 
 
 def _elements(shape):

@@ -85,8 +85,16 @@ def check_optimizer_step_without_host_syncs(rank, size, device):
     print(f"rank {rank}: optimizer step without host syncs ({host_seconds * 1e3:.1f} ms on the host)", flush=True)
 
 
+def warm_up(device):
+    """The set's first GPU op creates lockstep's stream and the NCCL communicator, which
+    takes far longer than the sleeps below: it must not fall inside a timed window."""
+    hvd.allreduce(torch.ones(1, device=device), name="warm.up")
+    torch.cuda.synchronize()
+
+
 def main():
     rank, size, device = start()
+    warm_up(device)
     check_late_gradient_on_side_stream(rank, size, device)
     check_optimizer_step_without_host_syncs(rank, size, device)
     hvd.shutdown()
