@@ -6,7 +6,7 @@
 
 #include "backends/gpu_collectives.h"
 #include "fusion/fusion_buffer.h"
-#include "negotiation/spec_validation.h"
+#include "submit/spec_validation.h"
 
 namespace lockstep {
 namespace {

@@ -18,12 +18,12 @@
 #include "common/logging.h"
 #include "engine/autotune_driver.h"
 #include "engine/collective_watchdog.h"
-#include "engine/handle_table.h"
-#include "engine/op_namer.h"
 #include "engine/process_set.h"
 #include "engine/process_set_table.h"
-#include "engine/tensor_queue.h"
 #include "engine/timeline.h"
+#include "submit/handle_table.h"
+#include "submit/op_namer.h"
+#include "submit/tensor_queue.h"
 
 namespace lockstep {
 

@@ -13,7 +13,7 @@
 #include "backends/gpu_info.h"
 #include "common/config.h"
 #include "engine/engine.h"
-#include "engine/handle_table.h"
+#include "submit/handle_table.h"
 
 namespace lockstep {
 namespace {

@@ -1,4 +1,4 @@
-#include "engine/handle_table.h"
+#include "submit/handle_table.h"
 
 #include <cstdio>
 #include <exception>

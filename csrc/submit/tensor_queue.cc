@@ -1,4 +1,4 @@
-#include "engine/tensor_queue.h"
+#include "submit/tensor_queue.h"
 
 namespace lockstep {
 namespace {
