@@ -66,6 +66,12 @@ bool HandleTable::Poll(Handle handle) {
   return it->second.done;
 }
 
+bool HandleTable::DoneOrUnknown(Handle handle) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = slots_.find(handle);
+  return it == slots_.end() || it->second.done;
+}
+
 OpResult HandleTable::Wait(Handle handle) {
   std::unique_lock<std::mutex> lock(mutex_);
   const std::string unknown = "unknown handle " + std::to_string(handle) + " (already waited on?)";
