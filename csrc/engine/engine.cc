@@ -68,7 +68,7 @@ Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
   }
   // Callers may run cycles themselves only where MPI lets any thread call it, one at a
   // time.
-  callers_drive_ = mpi_.any_thread_may_call();
+  callers_drive_ = config_.caller_cycles && mpi_.any_thread_may_call();
   running_ = true;
   thread_ = std::thread([this] { Loop(); });
 }
