@@ -54,3 +54,11 @@ def test_small_integer_sums_wrap_on_every_path(ranks, shm):
     run = run_ranks("small_int_wrap.py", ranks, env={"LOCKSTEP_LOG_LEVEL": "debug", "LOCKSTEP_SHM_ALLREDUCE": shm})
     run.assert_all_ranks_passed(ranks)
     assert (SHM_ACTIVE in run.stderr) == (shm != "off"), run.describe()
+
+
+@pytest.mark.parametrize("ranks, caller_cycles", [(2, "1"), (3, "1"), (2, "0")],
+                         ids=["np2", "np3", "np2-background-thread-only"])
+def test_synchronous_ops_from_several_threads(ranks, caller_cycles):
+    # A waiting caller runs the cycles itself (flat combining); the others wait on it.
+    run = run_ranks("threads_sync_ops.py", ranks, env={"LOCKSTEP_CALLER_CYCLES": caller_cycles})
+    run.assert_all_ranks_passed(ranks)
