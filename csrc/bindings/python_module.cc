@@ -158,16 +158,17 @@ Handle EnqueueOp(OpType op, std::string name, DataType dtype, std::vector<int64_
                               stream));
 }
 
-// The whole synchronous op in one call: enqueue, then wait without the GIL. The
-// caller's references keep `input` and `output` alive meanwhile.
+// The whole synchronous op in one call: enqueue, then wait without the GIL (the
+// waiting thread may run the cycle itself). The caller's references keep `input` and
+// `output` alive meanwhile.
 OpResult RunOp(OpType op, std::string name, DataType dtype, std::vector<int64_t> shape,
                uintptr_t input, uintptr_t output, ReduceOp reduce_op, double prescale,
                double postscale, int32_t root_rank, int32_t device, int32_t process_set_id,
                uintptr_t stream) {
-  Handle handle = EnqueueOp(op, std::move(name), dtype, std::move(shape), input, output, reduce_op,
-                            prescale, postscale, root_rank, device, process_set_id, stream);
+  OpSpec spec = SpecFromArgs(op, std::move(name), dtype, std::move(shape), input, output, reduce_op,
+                             prescale, postscale, root_rank, device, process_set_id, stream);
   py::gil_scoped_release release;
-  return Wait(handle);
+  return EnqueueAndWait(std::move(spec));
 }
 
 // The data address of any object exporting a contiguous buffer (numpy arrays,

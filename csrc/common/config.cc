@@ -206,6 +206,7 @@ Config ParseConfig(const Lookup& lookup) {
   if (auto s = FindSetting(lookup, "HIERARCHICAL_ALLREDUCE")) {
     config.hierarchical_allreduce = ReadBool(*s);
   }
+  if (auto s = FindSetting(lookup, "CALLER_CYCLES")) config.caller_cycles = ReadBool(*s);
   if (auto s = FindSetting(lookup, "LOG_LEVEL")) config.log_level = ReadLogLevel(*s);
   ParseAutotune(lookup, &config);
   ParseGpu(lookup, &config);
@@ -243,6 +244,7 @@ std::string Describe(const Config& config) {
     out << config.peer_timeout_seconds << "s";
   }
   out << " hierarchical_allreduce=" << (config.hierarchical_allreduce ? "on" : "off");
+  out << " caller_cycles=" << (config.caller_cycles ? "on" : "off");
   out << " gpu_operations=" << GpuOperationsName(config.gpu_operations)
       << " gpu_fusion_threshold=" << config.gpu_fusion_threshold_bytes << "B nccl_timeout=";
   if (config.nccl_timeout_seconds == 0) {

@@ -43,6 +43,9 @@ struct Config {
   // Allreduce in three steps when ranks span hosts: within each host through shared
   // memory, across hosts among one leader per host, then back within each host.
   bool hierarchical_allreduce = false;
+  // A thread waiting for its op runs the negotiation cycles itself while no other
+  // thread does (engine_driving.cc); false: only the background thread runs them.
+  bool caller_cycles = true;
   LogLevel log_level = LogLevel::kWarning;
 
   // LOCKSTEP_GPU_OPERATIONS (alias HOROVOD_GPU_OPERATIONS): nccl unless set. Where

@@ -1,12 +1,10 @@
 #include "engine/engine.h"
 
-#include <sys/prctl.h>
-
 #include <algorithm>
 
 #include "backends/gpu_collectives.h"
 #include "fusion/fusion_buffer.h"
-#include "negotiation/spec_validation.h"
+#include "submit/spec_validation.h"
 
 namespace lockstep {
 namespace {
@@ -28,12 +26,12 @@ Status ChangeFailure(const Error& e) {
   return Status::Precondition(e.what());
 }
 
-std::chrono::microseconds CycleTime(const Config& config) {
+}  // namespace
+
+std::chrono::microseconds Engine::CycleTime(const Config& config) {
   double micros = std::clamp(config.cycle_time_ms * 1000.0, 1.0, 60e6);
   return std::chrono::microseconds(static_cast<int64_t>(micros));
 }
-
-}  // namespace
 
 Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
     : config_(config),
@@ -68,6 +66,9 @@ Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
   if (!config_.timeline_path.empty() && topology().rank == 0) {
     timeline_.Start(config_.timeline_path, config_.timeline_mark_cycles);
   }
+  // Callers may run cycles themselves only where MPI lets any thread call it, one at a
+  // time.
+  callers_drive_ = config_.caller_cycles && mpi_.any_thread_may_call();
   running_ = true;
   thread_ = std::thread([this] { Loop(); });
 }
@@ -91,7 +92,7 @@ Controller::IdleWait Engine::IdleWait() {
 Engine::~Engine() { Shutdown(); }
 
 std::vector<Handle> Engine::Enqueue(std::vector<OpSpec> specs, bool grouped,
-                                    std::vector<DoneCallback> callbacks) {
+                                    std::vector<DoneCallback> callbacks, bool wake_loop) {
   if (!callbacks.empty() && callbacks.size() != specs.size()) {
     throw Error("internal error: one completion callback per op is required");
   }
@@ -122,7 +123,7 @@ std::vector<Handle> Engine::Enqueue(std::vector<OpSpec> specs, bool grouped,
     handles.push_back(entries[i].handle);
   }
   try {
-    queue_.Push(std::move(entries));
+    queue_.Push(std::move(entries), wake_loop);
   } catch (...) {
     for (Handle h : handles) handles_.Discard(h);
     throw;
@@ -132,7 +133,7 @@ std::vector<Handle> Engine::Enqueue(std::vector<OpSpec> specs, bool grouped,
 
 void Engine::Shutdown() {
   shutdown_requested_ = true;
-  queue_.Wake();
+  queue_.Wake();  // a caller running cycles sees the flag at its next cycle
   if (thread_.joinable()) thread_.join();
   timeline_.Stop();
 }
@@ -161,28 +162,6 @@ Topology Engine::TopologyFor(OpSpec& spec) const {
     spec.root_rank = root;  // the set's communicator numbers its members from 0
   }
   return set_topology;
-}
-
-void Engine::Loop() {
-  prctl(PR_SET_TIMERSLACK, 1000UL);   // microsecond sleeps must stay microseconds
-  prctl(PR_SET_NAME, "lockstep-bg");  // so top -H and perf show whose CPU time this is
-  std::string reason = "lockstep has been shut down (a rank called shutdown())";
-  try {
-    while (true) {
-      WaitForNextCycle();
-      AdmitNewEntries();
-      timeline_.MarkCycle();
-      if (!RunCycles()) break;
-    }
-  } catch (const PeerTimeout& e) {
-    MarkPeersLost();  // a collective MPI_Finalize would wait for them forever
-    reason = std::string("lockstep stopped: ") + e.what();
-    logger_.Log(LogLevel::kError, reason);
-  } catch (const std::exception& e) {
-    reason = std::string("lockstep's background thread stopped: ") + e.what();
-    logger_.Log(LogLevel::kError, reason);
-  }
-  FailEverything(reason);
 }
 
 // The global set first (it carries shutdown, join and process-set changes), then each
@@ -245,14 +224,6 @@ bool Engine::AnyUnsent() const {
     if (set->controller().HasUnsent()) return true;
   }
   return false;
-}
-
-void Engine::WaitForNextCycle() {
-  if (shutdown_requested_ || AnyUnsent()) return;
-  // Idle ranks still cycle so that shutdowns and stalls are noticed; a rank with work
-  // starts at once and waits inside the cycle for the others.
-  auto timeout = AnyPending() ? backoff_ : CycleTime(config_) * idle_stretch_;
-  if (timeout.count() > 0) queue_.WaitForWork(timeout);
 }
 
 void Engine::CountCycle(const NegotiationResult& result) {

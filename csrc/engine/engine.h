@@ -18,12 +18,12 @@
 #include "common/logging.h"
 #include "engine/autotune_driver.h"
 #include "engine/collective_watchdog.h"
-#include "engine/handle_table.h"
-#include "engine/op_namer.h"
 #include "engine/process_set.h"
 #include "engine/process_set_table.h"
-#include "engine/tensor_queue.h"
 #include "engine/timeline.h"
+#include "submit/handle_table.h"
+#include "submit/op_namer.h"
+#include "submit/tensor_queue.h"
 
 namespace lockstep {
 
@@ -45,9 +45,16 @@ class Engine {
   EngineStats stats() const;
 
   // `callbacks` is empty (the caller waits on the returned handles) or holds one
-  // callback per spec.
+  // callback per spec. `wake_loop` false: the caller is about to Wait and run the
+  // cycle itself, so waking the background thread would only make it compete.
   std::vector<Handle> Enqueue(std::vector<OpSpec> specs, bool grouped,
-                              std::vector<DoneCallback> callbacks = {});
+                              std::vector<DoneCallback> callbacks = {}, bool wake_loop = true);
+  // Blocks until the op is done and returns its result (throws Error when it failed).
+  // While no other thread is running cycles, the calling thread runs them itself
+  // (engine_driving.cc).
+  OpResult Wait(Handle handle);
+  // Enqueue one op and Wait for it: the synchronous hot path.
+  OpResult Run(OpSpec spec);
   // Collective over all ranks, like every change of the process sets: each rank
   // proposes the change, and the background threads apply it (or fail it everywhere,
   // when ranks disagree) at the same point of the same cycle. Returns the new set's id.
@@ -65,10 +72,16 @@ class Engine {
   // exist or that this rank is not in.
   Topology TopologyFor(OpSpec& spec) const;
   Controller::IdleWait IdleWait();
+  static std::chrono::microseconds CycleTime(const Config& config);
+  // engine_driving.cc: who runs the cycles. Whoever holds driver_ runs them, one
+  // thread at a time: the background loop, or a caller waiting for its own op.
   void Loop();
-  bool RunCycles();  // false when the ranks agreed to shut down
+  void DriveCycle();                               // driver_ held
+  void DriveUntilDone(Handle handle);              // driver_ held
+  std::chrono::microseconds TimeUntilNextCycle();  // driver_ held
+  void Stop(const std::string& reason);            // driver_ held
+  bool RunCycles();                                // false when the ranks agreed to shut down
   bool RunSetCycle(ProcessSet& set, std::vector<Response> responses);
-  void WaitForNextCycle();
   bool AnyPending() const;
   bool AnyUnsent() const;
   void AdmitNewEntries();
@@ -117,6 +130,12 @@ class Engine {
 
   // Written by the background thread only, read by any thread through stats().
   std::atomic<int64_t> cycles_{0}, full_rounds_{0}, cached_responses_{0}, negotiated_responses_{0};
+
+  // Held by whichever thread runs cycles; guards every piece of cycle state above.
+  std::mutex driver_;
+  bool stopped_ = false;  // driver_: the loop is over, every op failed
+  std::chrono::steady_clock::time_point last_cycle_end_;  // driver_
+  bool callers_drive_ = false;  // MPI may be called from callers' threads (serialized)
 
   std::atomic<bool> shutdown_requested_{false};
   std::atomic<bool> running_{false};

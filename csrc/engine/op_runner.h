@@ -10,7 +10,7 @@
 
 #include "backends/gpu_collectives.h"
 #include "backends/host/host_collectives.h"
-#include "engine/tensor_queue.h"
+#include "submit/tensor_queue.h"
 #include "wire/message.h"
 
 namespace lockstep {

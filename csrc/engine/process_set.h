@@ -13,9 +13,9 @@
 
 #include "backends/mpi/mpi_ops.h"
 #include "engine/op_runner.h"
-#include "engine/tensor_queue.h"
 #include "engine/timeline.h"
 #include "negotiation/controller.h"
+#include "submit/tensor_queue.h"
 
 namespace lockstep {
 

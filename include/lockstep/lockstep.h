@@ -204,7 +204,12 @@ std::vector<int32_t> ProcessSetIds();
 std::vector<int> ProcessSetRanks(int32_t id);
 
 bool Poll(Handle handle);
-// Blocks until done; releases the handle. Throws Error when the op failed.
+// Blocks until done; releases the handle. Throws Error when the op failed. While the
+// engine is idle, the waiting thread runs the negotiation cycle itself (no hand-off to
+// the background thread and back).
 OpResult Wait(Handle handle);
+// Enqueue(spec) then Wait, without waking the background thread in between: the
+// synchronous small-op path.
+OpResult EnqueueAndWait(OpSpec spec);
 
 }  // namespace lockstep

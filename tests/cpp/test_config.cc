@@ -33,6 +33,7 @@ TEST(ConfigTest, DefaultsWhenNothingIsSet) {
   EXPECT_EQ(config.stall_shutdown_seconds, 0.0);
   EXPECT_EQ(config.peer_timeout_seconds, 60.0);
   EXPECT_FALSE(config.hierarchical_allreduce);
+  EXPECT_TRUE(config.caller_cycles);
   EXPECT_EQ(config.log_level, LogLevel::kWarning);
   EXPECT_FALSE(config.autotune);
   EXPECT_EQ(config.autotune_warmup_windows, 3);
@@ -58,6 +59,7 @@ Environment AllSettings(const std::string& prefix) {
           {prefix + "STALL_SHUTDOWN_TIME_SECONDS", "30"},
           {prefix + "PEER_TIMEOUT_SECONDS", "7.5"},
           {prefix + "HIERARCHICAL_ALLREDUCE", "1"},
+          {prefix + "CALLER_CYCLES", "0"},
           {prefix + "LOG_LEVEL", "debug"},
           {prefix + "AUTOTUNE", "1"},
           {prefix + "AUTOTUNE_LOG", "/tmp/tune.csv"},
@@ -76,6 +78,7 @@ void ExpectAllSettings(const Config& config) {
   EXPECT_EQ(config.stall_shutdown_seconds, 30.0);
   EXPECT_EQ(config.peer_timeout_seconds, 7.5);
   EXPECT_TRUE(config.hierarchical_allreduce);
+  EXPECT_FALSE(config.caller_cycles);
   EXPECT_EQ(config.log_level, LogLevel::kDebug);
   EXPECT_TRUE(config.autotune);
   EXPECT_EQ(config.autotune_log, "/tmp/tune.csv");
@@ -231,7 +234,7 @@ TEST(ConfigTest, DescribeMentionsEverySetting) {
   std::string text = Describe(config);
   for (const char* part : {"fusion_threshold=1048576B", "cycle_time=2.5ms", "cache_capacity=17",
                            "timeline=\"/tmp/t.json\"", "mark_cycles=true", "stall_check=5.5s",
-                           "stall_shutdown=30s", "log_level=debug"}) {
+                           "stall_shutdown=30s", "caller_cycles=off", "log_level=debug"}) {
     EXPECT_NE(text.find(part), std::string::npos) << part << " missing from " << text;
   }
   EXPECT_EQ(text.find('\n'), std::string::npos);

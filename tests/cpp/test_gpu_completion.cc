@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/handle_table.h"
+#include "submit/handle_table.h"
 
 namespace lockstep {
 namespace {

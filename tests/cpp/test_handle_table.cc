@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "engine/handle_table.h"
-#include "engine/tensor_queue.h"
+#include "submit/handle_table.h"
+#include "submit/tensor_queue.h"
 
 namespace lockstep {
 namespace {

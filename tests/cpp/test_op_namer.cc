@@ -1,7 +1,7 @@
 // Automatic op names: a counter per kind, restarted in a new generation after a join.
 #include <gtest/gtest.h>
 
-#include "engine/op_namer.h"
+#include "submit/op_namer.h"
 
 namespace lockstep {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "negotiation/spec_validation.h"
+#include "submit/spec_validation.h"
 
 namespace lockstep {
 namespace {

@@ -41,3 +41,24 @@ def test_join_with_uneven_work(num_ranks):
 
 def test_repeated_unnamed_ops_hit_the_response_cache(num_ranks):
     run_ranks("auto_name_cache.py", num_ranks).assert_all_ranks_passed(num_ranks)
+
+
+@pytest.mark.parametrize(
+    "ranks, shm",
+    [(2, "off"), (2, "on"), (3, "off"), (3, "auto")],
+    ids=["np2-mpi", "np2-shm", "np3-mpi", "np3-shm"],
+)
+def test_small_integer_sums_wrap_on_every_path(ranks, shm):
+    # Open MPI 4.1's AVX op saturates 8- and 16-bit sums of 16+ elements; lockstep wraps
+    # everywhere, as torch, NCCL and its own shared-memory kernels do.
+    run = run_ranks("small_int_wrap.py", ranks, env={"LOCKSTEP_LOG_LEVEL": "debug", "LOCKSTEP_SHM_ALLREDUCE": shm})
+    run.assert_all_ranks_passed(ranks)
+    assert (SHM_ACTIVE in run.stderr) == (shm != "off"), run.describe()
+
+
+@pytest.mark.parametrize("ranks, caller_cycles", [(2, "1"), (3, "1"), (2, "0")],
+                         ids=["np2", "np3", "np2-background-thread-only"])
+def test_synchronous_ops_from_several_threads(ranks, caller_cycles):
+    # A waiting caller runs the cycles itself (flat combining); the others wait on it.
+    run = run_ranks("threads_sync_ops.py", ranks, env={"LOCKSTEP_CALLER_CYCLES": caller_cycles})
+    run.assert_all_ranks_passed(ranks)

@@ -23,6 +23,8 @@ class MpiContext {
   MPI_Comm comm() const { return comm_; }
   const Topology& topology() const { return topology_; }
   bool threads_supported() const { return thread_level_ == MPI_THREAD_MULTIPLE; }
+  // Any thread may call MPI, one at a time (MPI_THREAD_SERIALIZED or better).
+  bool any_thread_may_call() const { return thread_level_ >= MPI_THREAD_SERIALIZED; }
   // Every rank's host name, by rank, for messages that name ranks.
   const std::vector<std::string>& hostnames() const { return hostnames_; }
 

@@ -1,5 +1,6 @@
 // Mapping of lockstep dtypes and reduce ops onto MPI handles, including the custom
-// datatypes and user-defined ops for float16 and bfloat16, which MPI lacks.
+// datatypes and user-defined ops for float16 and bfloat16, which MPI lacks, and a
+// wrapping sum for 8- and 16-bit integers, which some MPIs saturate.
 #pragma once
 
 #include <mpi.h>
@@ -23,6 +24,7 @@ class MpiTypes {
   MPI_Datatype float16_ = MPI_DATATYPE_NULL;
   MPI_Datatype bfloat16_ = MPI_DATATYPE_NULL;
   MPI_Op sixteen_bit_ops_[4] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
+  MPI_Op small_integer_sum_ = MPI_OP_NULL;
 };
 
 }  // namespace lockstep

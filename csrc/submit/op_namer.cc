@@ -1,4 +1,4 @@
-#include "engine/op_namer.h"
+#include "submit/op_namer.h"
 
 namespace lockstep {
 

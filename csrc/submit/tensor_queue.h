@@ -29,8 +29,10 @@ struct TensorEntry {
 class TensorQueue {
  public:
   // Adds a batch atomically, so a group is negotiated in one cycle. Throws Error when
-  // a name is already in flight or the queue was closed.
-  void Push(std::vector<TensorEntry> entries);
+  // a name is already in flight or the queue was closed. `wake` false leaves a waiting
+  // WaitForWork() asleep (the caller will run the cycle itself).
+  void Push(std::vector<TensorEntry> entries, bool wake = true);
+  bool HasEntries();
   std::vector<TensorEntry> PopAll();
   void Release(int32_t process_set_id, const std::string& name);
   // Returns once entries are waiting, Wake() was called, or `timeout` passed; true in

@@ -28,6 +28,8 @@ class HandleTable {
   // Forgets a handle whose op was never queued.
   void Discard(Handle handle);
   bool Poll(Handle handle);  // throws Error for an unknown handle
+  // Done, or unknown (so that Wait() reports it): never throws.
+  bool DoneOrUnknown(Handle handle);
   // Blocks until done, forgets the handle, and throws Error if the op failed. Device
   // results: their op's stream waits on lockstep's done event from here on.
   OpResult Wait(Handle handle);

@@ -1,8 +1,6 @@
-#include "negotiation/spec_validation.h"
+#include "submit/spec_validation.h"
 
 #include <string>
-
-#include "reduction/adasum.h"
 
 namespace lockstep {
 namespace {
@@ -41,7 +39,7 @@ void ValidateByteCount(const OpSpec& spec) {
 // Adasum, as in Horovod: allreduce of floating tensors on a power-of-2 number of ranks.
 void ValidateAdasum(const OpSpec& spec, const Topology& topology) {
   if (spec.op != OpType::kAllreduce) Fail(spec, "the Adasum reduce op applies to allreduce only");
-  if (!AdasumSupports(spec.dtype)) {
+  if (!IsFloatingPoint(spec.dtype)) {
     Fail(spec,
          std::string("Adasum needs a floating-point tensor, got ") + DataTypeName(spec.dtype));
   }

@@ -13,7 +13,7 @@
 #include "backends/gpu_info.h"
 #include "common/config.h"
 #include "engine/engine.h"
-#include "engine/handle_table.h"
+#include "submit/handle_table.h"
 
 namespace lockstep {
 namespace {
@@ -207,8 +207,17 @@ bool Poll(Handle handle) {
 }
 
 OpResult Wait(Handle handle) {
-  RequireOwnerProcess(State());  // the parent's handles never complete in a child
-  return State().handles.Wait(handle);
+  ProcessState& state = State();
+  RequireOwnerProcess(state);  // the parent's handles never complete in a child
+  std::shared_ptr<Engine> engine;
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    engine = state.engine;
+  }
+  // After shutdown, handles still report how their ops ended.
+  return engine ? engine->Wait(handle) : state.handles.Wait(handle);
 }
+
+OpResult EnqueueAndWait(OpSpec spec) { return RunningEngine()->Run(std::move(spec)); }
 
 }  // namespace lockstep

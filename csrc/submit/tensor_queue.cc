@@ -1,4 +1,4 @@
-#include "engine/tensor_queue.h"
+#include "submit/tensor_queue.h"
 
 namespace lockstep {
 namespace {
@@ -12,7 +12,7 @@ std::string InFlightKey(int32_t process_set_id, const std::string& name) {
 
 }  // namespace
 
-void TensorQueue::Push(std::vector<TensorEntry> entries) {
+void TensorQueue::Push(std::vector<TensorEntry> entries, bool wake) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (closed_) throw Error(close_reason_);
@@ -32,7 +32,12 @@ void TensorQueue::Push(std::vector<TensorEntry> entries) {
       entries_.push_back(std::move(entry));
     }
   }
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
+}
+
+bool TensorQueue::HasEntries() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !entries_.empty();
 }
 
 std::vector<TensorEntry> TensorQueue::PopAll() {

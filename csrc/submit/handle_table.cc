@@ -1,4 +1,4 @@
-#include "engine/handle_table.h"
+#include "submit/handle_table.h"
 
 #include <cstdio>
 #include <exception>
@@ -65,6 +65,12 @@ bool HandleTable::Poll(Handle handle) {
   auto it = slots_.find(handle);
   if (it == slots_.end()) throw Error("unknown handle " + std::to_string(handle));
   return it->second.done;
+}
+
+bool HandleTable::DoneOrUnknown(Handle handle) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = slots_.find(handle);
+  return it == slots_.end() || it->second.done;
 }
 
 OpResult HandleTable::Wait(Handle handle) {

@@ -1,0 +1,129 @@
+// Who runs the cycles. Every rank must run the same cycles in the same order, but not
+// on the same thread: whichever thread holds driver_ runs them (flat combining). The
+// background loop does when nobody else is; a caller waiting for its own op runs them
+// itself when the loop is parked, which saves the two thread hand-offs (caller to loop
+// and back) that dominated a small op's latency. Each cycle still admits every
+// thread's queued work, so nothing waits for the caller's op alone.
+#include <sys/prctl.h>
+
+#include <algorithm>
+
+#include "engine/engine.h"
+
+namespace lockstep {
+namespace {
+
+// The engine whose cycle this thread is running, if any: a completion callback that
+// waits on a handle from inside a cycle must not try to drive again.
+thread_local const Engine* t_driving = nullptr;
+
+class DrivingMark {
+ public:
+  explicit DrivingMark(const Engine* engine) : previous_(t_driving) { t_driving = engine; }
+  ~DrivingMark() { t_driving = previous_; }
+  DrivingMark(const DrivingMark&) = delete;
+  DrivingMark& operator=(const DrivingMark&) = delete;
+
+ private:
+  const Engine* previous_;
+};
+
+// Negotiation's waits for other ranks sleep a few microseconds at a time; the default
+// timer slack (50 us) would stretch each one tenfold. Set once per thread that drives.
+void UseFineTimerSlack() {
+  thread_local bool done = false;
+  if (!done) prctl(PR_SET_TIMERSLACK, 1000UL);
+  done = true;
+}
+
+}  // namespace
+
+void Engine::Loop() {
+  prctl(PR_SET_TIMERSLACK, 1000UL);   // microsecond sleeps must stay microseconds
+  prctl(PR_SET_NAME, "lockstep-bg");  // so top -H and perf show whose CPU time this is
+  DrivingMark mark(this);
+  while (true) {
+    std::unique_lock<std::mutex> drive(driver_);
+    if (stopped_) break;
+    const auto wait = TimeUntilNextCycle();
+    if (wait.count() > 0) {
+      drive.unlock();
+      queue_.WaitForWork(wait);  // then look again: a caller may have run cycles meanwhile
+      continue;
+    }
+    DriveCycle();
+  }
+}
+
+// Idle ranks still cycle, so that shutdowns and stalls are noticed; a rank with work
+// cycles at once and waits inside the cycle for the others. Measured from the end of
+// the last cycle, whoever ran it.
+std::chrono::microseconds Engine::TimeUntilNextCycle() {
+  using std::chrono::microseconds;
+  if (shutdown_requested_ || AnyUnsent() || queue_.HasEntries()) return microseconds(0);
+  const auto timeout = AnyPending() ? backoff_ : CycleTime(config_) * idle_stretch_;
+  const auto left = last_cycle_end_ + timeout - std::chrono::steady_clock::now();
+  return std::max(microseconds(0), std::chrono::duration_cast<microseconds>(left));
+}
+
+void Engine::DriveCycle() {
+  AdmitNewEntries();
+  timeline_.MarkCycle();
+  try {
+    if (!RunCycles()) Stop("lockstep has been shut down (a rank called shutdown())");
+  } catch (const PeerTimeout& e) {
+    MarkPeersLost();  // a collective MPI_Finalize would wait for them forever
+    const std::string reason = std::string("lockstep stopped: ") + e.what();
+    logger_.Log(LogLevel::kError, reason);
+    Stop(reason);
+  } catch (const std::exception& e) {
+    const std::string reason = std::string("lockstep's background thread stopped: ") + e.what();
+    logger_.Log(LogLevel::kError, reason);
+    Stop(reason);
+  }
+  last_cycle_end_ = std::chrono::steady_clock::now();
+}
+
+void Engine::Stop(const std::string& reason) {
+  stopped_ = true;
+  FailEverything(reason);
+  queue_.Wake();  // the loop may be parked: let it see stopped_ and end
+}
+
+OpResult Engine::Run(OpSpec spec) {
+  std::vector<OpSpec> one;
+  one.push_back(std::move(spec));
+  const Handle handle =
+      Enqueue(std::move(one), /*grouped=*/false, {}, /*wake_loop=*/!callers_drive_).front();
+  return Wait(handle);
+}
+
+OpResult Engine::Wait(Handle handle) {
+  if (!callers_drive_ || t_driving != nullptr || handles_.DoneOrUnknown(handle)) {
+    return handles_.Wait(handle);
+  }
+  std::unique_lock<std::mutex> drive(driver_, std::try_to_lock);
+  if (!drive.owns_lock()) {
+    // Another thread runs the cycles; it may be waiting for peers with nothing of its
+    // own at stake, polling coarsely: tell it local work arrived.
+    queue_.Wake();
+    return handles_.Wait(handle);
+  }
+  DriveUntilDone(handle);
+  drive.unlock();
+  return handles_.Wait(handle);
+}
+
+void Engine::DriveUntilDone(Handle handle) {
+  UseFineTimerSlack();
+  DrivingMark mark(this);
+  while (!stopped_ && !handles_.DoneOrUnknown(handle)) {
+    const auto wait = TimeUntilNextCycle();
+    if (wait.count() > 0) queue_.WaitForWork(wait);  // backing off, as the loop would
+    DriveCycle();
+  }
+  // Work of other threads still in flight goes back to the loop.
+  if (!stopped_ && (AnyPending() || AnyUnsent() || queue_.HasEntries())) queue_.Wake();
+}
+
+}  // namespace lockstep
