@@ -1,5 +1,5 @@
 // Ends the job when one blocking collective has waited far too long. Negotiation is
-// bounded and names unresponsive ranks itself (negotiation/peer_exchange); but a rank
+// bounded and names unresponsive ranks itself (backends/mpi/mpi_exchange); but a rank
 // that freezes or is cut off in the middle of a data collective leaves its peers
 // inside a blocking MPI call that never returns and cannot be interrupted. This
 // thread notices, says so on this rank, and calls MPI_Abort, which ends every rank

@@ -6,6 +6,7 @@
 
 #include "backends/gpu_collectives.h"
 #include "fusion/fusion_buffer.h"
+#include "negotiation/peer_deadline.h"
 #include "negotiation/spec_validation.h"
 
 namespace lockstep {
@@ -49,9 +50,8 @@ Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
   // A second past negotiation's own verdict, which names the ranks, comes first.
   watchdog_ = std::make_unique<CollectiveWatchdog>(
       call_clock_,
-      config_.peer_timeout_seconds > 0
-          ? PeerExchange::LongestWaitSeconds(config_.peer_timeout_seconds) + 1
-          : 0,
+      config_.peer_timeout_seconds > 0 ? LongestPeerWaitSeconds(config_.peer_timeout_seconds) + 1
+                                       : 0,
       config_.peer_timeout_seconds, logger_);
   gpu_unavailable_ = GpuUnavailableReason(config_);
   if (config_.autotune) StartAutotune();

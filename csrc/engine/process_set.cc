@@ -1,6 +1,8 @@
 #include "engine/process_set.h"
 
+#include "backends/mpi/mpi_exchange.h"
 #include "engine/process_set_table.h"
+#include "wire/cycle_bits.h"
 
 namespace lockstep {
 namespace {
@@ -27,6 +29,19 @@ std::vector<std::string> HostnamesOf(const std::vector<int>& ranks,
   return mine;
 }
 
+std::unique_ptr<Exchange> NewExchange(MPI_Comm comm, const Config& config,
+                                      Controller::IdleWait idle_wait,
+                                      std::vector<std::string> hostnames) {
+  MpiExchangeOptions options;
+  options.hostnames = std::move(hostnames);
+  options.timeout_seconds = config.peer_timeout_seconds;
+  options.idle_wait = std::move(idle_wait);
+  options.idle_poll_cap = std::chrono::microseconds(
+      std::max<int64_t>(50, static_cast<int64_t>(config.cycle_time_ms * 1000)));
+  options.and_words = CycleBitsWords(config.cache_capacity);
+  return std::make_unique<MpiExchange>(comm, std::move(options));
+}
+
 GpuCollectivesOptions GpuOptions(int32_t id, MPI_Comm comm, const Config& config) {
   GpuCollectivesOptions options;
   options.comm = comm;
@@ -48,8 +63,8 @@ ProcessSet::ProcessSet(int32_t id, MPI_Comm comm, std::vector<int> ranks, const 
       topology_(topology),
       backend_(comm, types, ShmWindowBytes(config), ShmMinRanks(id, config),
                id == 0 && config.hierarchical_allreduce, clock),
-      controller_(comm, topology_, config, logger, std::move(idle_wait),
-                  HostnamesOf(ranks_, hostnames)),
+      controller_(NewExchange(comm, config, std::move(idle_wait), HostnamesOf(ranks_, hostnames)),
+                  topology_, config, logger),
       runner_(topology_, backend_, timeline, config.chunk_bytes, GpuOptions(id, comm, config)) {
   if (id_ != 0) controller_.SetScope(Scope());
 }
