@@ -12,15 +12,16 @@
 #include <thread>
 
 #include "backends/call_clock.h"
+#include "backends/communicator.h"
 #include "common/logging.h"
 
 namespace lockstep {
 
 class CollectiveWatchdog {
  public:
-  // limit_seconds 0: never.
-  CollectiveWatchdog(const CallClock& clock, double limit_seconds, double peer_timeout_seconds,
-                     const Logger& logger);
+  // limit_seconds 0: never. `job`: all ranks, aborted when the limit passes.
+  CollectiveWatchdog(const CallClock& clock, Communicator& job, double limit_seconds,
+                     double peer_timeout_seconds, const Logger& logger);
   ~CollectiveWatchdog();
   CollectiveWatchdog(const CollectiveWatchdog&) = delete;
   CollectiveWatchdog& operator=(const CollectiveWatchdog&) = delete;
@@ -29,6 +30,7 @@ class CollectiveWatchdog {
   void Watch();
 
   const CallClock& clock_;
+  Communicator& job_;
   double limit_seconds_;
   double peer_timeout_seconds_;
   const Logger& logger_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "backends/gpu_collectives.h"
+#include "backends/mpi/mpi_communicator.h"
 #include "fusion/fusion_buffer.h"
 #include "negotiation/peer_deadline.h"
 #include "negotiation/spec_validation.h"
@@ -37,19 +38,21 @@ std::chrono::microseconds CycleTime(const Config& config) {
 }  // namespace
 
 Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
+    : Engine(StartMpiWorld(), config, handles, namer) {}
+
+Engine::Engine(World world, const Config& config, HandleTable& handles, OpNamer& namer)
     : config_(config),
-      mpi_(),
-      logger_(config.log_level, mpi_.topology().rank),
-      mpi_types_(),
+      world_(std::move(world)),
+      logger_(config.log_level, world_.topology.rank),
       handles_(handles),
       namer_(namer),
-      table_(mpi_.topology().size) {
-  sets_[0] = std::make_unique<ProcessSet>(0, mpi_.comm(), *table_.Ranks(0), topology(), config_,
-                                          logger_, mpi_types_, timeline_, IdleWait(),
-                                          mpi_.hostnames(), call_clock_);
+      table_(world_.topology.size) {
+  sets_[0] =
+      std::make_unique<ProcessSet>(0, world_.communicator, *table_.Ranks(0), topology(), config_,
+                                   logger_, timeline_, IdleWait(), world_.hostnames, call_clock_);
   // A second past negotiation's own verdict, which names the ranks, comes first.
   watchdog_ = std::make_unique<CollectiveWatchdog>(
-      call_clock_,
+      call_clock_, *world_.communicator,
       config_.peer_timeout_seconds > 0 ? LongestPeerWaitSeconds(config_.peer_timeout_seconds) + 1
                                        : 0,
       config_.peer_timeout_seconds, logger_);
@@ -74,17 +77,17 @@ Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
 
 void Engine::StartAutotune() {
   // Start from what the job would run with untuned.
-  MpiBackend& backend = sets_.at(0)->backend();
+  Backend& backend = sets_.at(0)->backend();
   const bool shm_default =
       config_.shm_allreduce_min_ranks > 0 && topology().size >= config_.shm_allreduce_min_ranks;
   backend.set_shm_enabled(shm_default);
   TunedSettings initial{config_.fusion_threshold_bytes, config_.chunk_bytes, config_.cycle_time_ms,
                         backend.shm_active()};
   autotune_ = std::make_unique<AutotuneDriver>(config_, initial, backend.shm_available(),
-                                               mpi_.comm(), topology().rank, logger_);
+                                               *world_.communicator, topology().rank, logger_);
 }
 
-Controller::IdleWait Engine::IdleWait() {
+IdleWait Engine::IdleWait() {
   return [this](std::chrono::microseconds timeout) { return queue_.WaitForWork(timeout); };
 }
 
@@ -175,7 +178,7 @@ void Engine::Loop() {
       if (!RunCycles()) break;
     }
   } catch (const PeerTimeout& e) {
-    MarkPeersLost();  // a collective MPI_Finalize would wait for them forever
+    world_.mark_peers_lost();  // a collective MPI_Finalize would wait for them forever
     reason = std::string("lockstep stopped: ") + e.what();
     logger_.Log(LogLevel::kError, reason);
   } catch (const std::exception& e) {

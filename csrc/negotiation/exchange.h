@@ -21,11 +21,22 @@ class PeerTimeout : public Error {
   explicit PeerTimeout(const std::string& message) : Error(message, Status::Code::kAborted) {}
 };
 
+// Sleeps up to the given time, returning true early when local work arrives.
+using IdleWait = std::function<bool(std::chrono::microseconds)>;
+
+// What every transport's exchange is made with.
+struct ExchangeOptions {
+  std::vector<std::string> hostnames;  // [r]: rank r's host, for messages
+  double timeout_seconds = 0;          // LOCKSTEP_PEER_TIMEOUT_SECONDS; 0 waits forever
+  IdleWait idle_wait;
+  std::chrono::microseconds idle_poll_cap{1000};  // longest sleep between polls while idle
+  size_t and_words = 0;  // AndAcrossRanks' vector length, the same on every rank
+};
+
 class Exchange {
  public:
   using Bytes = std::vector<uint8_t>;
-  // Sleeps up to the given time, returning true early when local work arrives.
-  using IdleWait = std::function<bool(std::chrono::microseconds)>;
+  using IdleWait = lockstep::IdleWait;
 
   virtual ~Exchange() = default;
 

@@ -28,7 +28,7 @@ int CountOf(size_t bytes) {
 
 }  // namespace
 
-MpiExchange::MpiExchange(MPI_Comm comm, MpiExchangeOptions options) : options_(std::move(options)) {
+MpiExchange::MpiExchange(MPI_Comm comm, ExchangeOptions options) : options_(std::move(options)) {
   // Its own communicators, so its collectives and messages never meet anyone else's.
   CheckMpi(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
   CheckMpi(MPI_Comm_dup(comm, &probe_comm_), "MPI_Comm_dup");

@@ -16,19 +16,11 @@
 
 namespace lockstep {
 
-struct MpiExchangeOptions {
-  std::vector<std::string> hostnames;  // [r]: rank r's host, for messages
-  double timeout_seconds = 0;          // LOCKSTEP_PEER_TIMEOUT_SECONDS; 0 waits forever
-  Exchange::IdleWait idle_wait;
-  std::chrono::microseconds idle_poll_cap{1000};  // longest sleep between polls while idle
-  size_t and_words = 0;  // AndAcrossRanks' vector length, checked to agree at construction
-};
-
 class MpiExchange : public Exchange {
  public:
   // Collective over `comm` (duplicates it twice). Throws Error on every rank when the
   // ranks' and_words differ (a setting that must agree does not).
-  MpiExchange(MPI_Comm comm, MpiExchangeOptions options);
+  MpiExchange(MPI_Comm comm, ExchangeOptions options);
   ~MpiExchange() override;
   MpiExchange(const MpiExchange&) = delete;
   MpiExchange& operator=(const MpiExchange&) = delete;
@@ -51,7 +43,7 @@ class MpiExchange : public Exchange {
   MPI_Comm probe_comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
-  MpiExchangeOptions options_;
+  ExchangeOptions options_;
   PeerProbe* probe_ = nullptr;  // owned; leaked with the communicators when abandoned
   bool abandoned_ = false;      // gave up with a collective in flight: leave MPI be
 

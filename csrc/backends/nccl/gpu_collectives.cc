@@ -9,6 +9,7 @@
 #include <chrono>
 
 #include "backends/gpu_info.h"
+#include "backends/mpi/mpi_communicator.h"
 #include "backends/nccl/device_context.h"
 #include "backends/nccl/gpu_phases.h"
 #include "backends/nccl/gpu_probe.h"
@@ -68,8 +69,9 @@ DeviceCollectives::DeviceCollectives(const GpuCollectivesOptions& options)
 void DeviceCollectives::Connect() {
   if (options_.operations != GpuOperations::kNccl) return;
   const NcclLibrary& library = LoadNcclLibrary();
-  comm_ = std::make_unique<NcclCommunicator>(options_.comm, options_.topology.rank,
-                                             options_.topology.size, library);
+  comm_ =
+      std::make_unique<NcclCommunicator>(MpiCommunicator::HandleOf(*options_.communicator),
+                                         options_.topology.rank, options_.topology.size, library);
   nccl_ = std::make_unique<NcclOps>(library, *comm_, stream_, options_.topology, phase_timer_);
 }
 
@@ -197,7 +199,8 @@ std::unique_ptr<Collectives> MakeGpuCollectives(const GpuCollectivesOptions& opt
   // bad device, no memory for a stream) must not leave the others waiting in the
   // unique id's broadcast, and all of them then refuse the set's GPU ops alike.
   int ready = local_failure.empty() ? 1 : 0;
-  const int status = MPI_Allreduce(MPI_IN_PLACE, &ready, 1, MPI_INT, MPI_MIN, options.comm);
+  const int status = MPI_Allreduce(MPI_IN_PLACE, &ready, 1, MPI_INT, MPI_MIN,
+                                   MpiCommunicator::HandleOf(*options.communicator));
   if (status != MPI_SUCCESS) {
     throw Error("GPU collectives: MPI_Allreduce failed (MPI error " + std::to_string(status) + ")");
   }
