@@ -28,6 +28,10 @@ class InProcessHub {
   int and_rounds() const { return Count(and_rounds_); }
   int gather_rounds() const { return Count(gather_rounds_); }
   int broadcast_rounds() const { return Count(broadcast_rounds_); }
+  // A round of some other kind (data collectives of an in-process backend).
+  std::vector<Bytes> DataRound(int rank, Bytes mine) {
+    return Round(rank, std::move(mine), &data_rounds_);
+  }
 
   // Every rank's bytes, by rank, once all ranks have given theirs.
   std::vector<Bytes> Round(int rank, Bytes mine, int* counter) {
@@ -64,7 +68,7 @@ class InProcessHub {
   std::shared_ptr<std::vector<Bytes>> result_;
   int arrived_ = 0;
   uint64_t generation_ = 0;
-  int and_rounds_ = 0, gather_rounds_ = 0, broadcast_rounds_ = 0;
+  int and_rounds_ = 0, gather_rounds_ = 0, broadcast_rounds_ = 0, data_rounds_ = 0;
 };
 
 class InProcessExchange : public Exchange {
