@@ -1,6 +1,7 @@
 """The Markdown report: one table per benchmark, then the targets."""
 
 import summary
+from report_negotiation import negotiation_section
 from summary import MIB, find_row, setting_label, variants
 
 
@@ -230,6 +231,7 @@ SECTIONS = (
     ("shm", shm_section),
     ("jax", jax_section),
     ("autotune", autotune_section),
+    ("negotiation", negotiation_section),
 )
 
 

@@ -1,7 +1,7 @@
-"""`make bench`: run the eight benchmarks side by side with their comparators.
+"""`make bench`: run the nine benchmarks side by side with their comparators.
 
-Each benchmark is its own mpirun job (2 ranks; training also 1 rank, shm also 3). The JSON of
-every job, a Markdown report and PNG plots go to results/<date-time>/ (and
+Each benchmark is its own mpirun job (2 ranks; training also 1 rank, shm also 3,
+negotiation 2 to 64). The JSON of every job, a Markdown report and PNG plots go to results/<date-time>/ (and
 results/latest points there); the report is printed at the end. A full run also
 refreshes the committed copies, benchmarks/RESULTS.md and benchmarks/plots/, that
 docs/PERFORMANCE.md shows.
@@ -30,7 +30,8 @@ import report
 from launcher import BENCH_DIR, REPO_ROOT, LaunchFailed
 
 MIB = 1 << 20
-BENCHMARKS = ("latency", "bandwidth", "gradient_step", "training", "memory", "shm", "jax", "autotune")
+BENCHMARKS = ("latency", "bandwidth", "gradient_step", "training", "memory", "shm", "jax", "autotune",
+              "negotiation")
 # Default and autotuned launches alternate, spreading the machine's drift over both.
 AUTOTUNE_LAUNCHES = ("default", "autotune") * 3
 # Run at every rank count of --np (make bench NP="2 4 8"); the rest at their own counts.
@@ -39,6 +40,8 @@ PER_RANK_COUNT = ("latency", "bandwidth", "gradient_step")
 TRAINING_RANKS = (1, 2, 1, 2, 1, 2)
 MEMORY_THRESHOLDS_MIB = (0, 1, 4, 16, 64, 128)
 SHM_RANKS = (2, 3)
+# Negotiation's cycle by rank count; above the core count the job is oversubscribed.
+NEGOTIATION_RANKS = (2, 4, 8, 16, 32, 64)
 
 
 def parse_args():
@@ -152,6 +155,16 @@ class Runner:
             if result is not None:
                 launches.append(dict(result, mode=mode, log=read_autotune_log(log)))
         return {"launches": launches} if launches else None
+
+
+    def negotiation(self):
+        rows = []
+        for ranks in NEGOTIATION_RANKS[:3] if self.quick else NEGOTIATION_RANKS:
+            result = self.launch(f"9/9 negotiation cycle, {ranks} ranks", "bench_negotiation.py", ranks,
+                                 f"negotiation_{ranks}ranks.json")
+            if result is not None:
+                rows += [dict(row, ranks=ranks, oversubscribed=result["oversubscribed"]) for row in result["rows"]]
+        return {"rows": rows} if rows else None
 
 
 def read_autotune_log(path):

@@ -34,6 +34,13 @@ class Backend {
   // Replaces `buffer` (tensors of counts[i] elements, back to back) with the Adasum of
   // every rank's buffer, each tensor combined with its own coefficients.
   virtual void Adasum(void* buffer, const std::vector<int64_t>& counts, DataType dtype) = 0;
+
+  // Optional fast paths of a transport (MPI: shared memory within a host), which the
+  // engine reports and the autotuner switches.
+  virtual bool shm_available() const { return false; }
+  virtual bool shm_active() const { return false; }
+  virtual void set_shm_enabled(bool enabled) {}
+  virtual bool hierarchical_active() const { return false; }
 };
 
 }  // namespace lockstep

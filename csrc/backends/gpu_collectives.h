@@ -4,12 +4,11 @@
 // otherwise, so nothing above the backends needs an #ifdef or a CUDA header.
 #pragma once
 
-#include <mpi.h>
-
 #include <memory>
 #include <string>
 
 #include "backends/collectives.h"
+#include "backends/communicator.h"
 #include "common/config.h"
 #include "common/phase_recorder.h"
 
@@ -28,8 +27,8 @@ std::string GpuUnavailableReason(const Config& config);
 std::shared_ptr<GpuEvent> RecordGpuInputReady(const OpSpec& spec);
 
 struct GpuCollectivesOptions {
-  MPI_Comm comm = MPI_COMM_NULL;  // the process set's communicator
-  Topology topology;              // the set's (rank and size within it)
+  Communicator* communicator = nullptr;  // the process set's
+  Topology topology;                     // the set's (rank and size within it)
   int32_t process_set_id = 0;
   int device = 0;  // this rank's tensor's device (joined ranks: the process's GPU)
   GpuOperations operations = GpuOperations::kNccl;

@@ -6,7 +6,8 @@
 namespace lockstep {
 
 AutotuneDriver::AutotuneDriver(const Config& config, const TunedSettings& initial,
-                               bool shm_available, MPI_Comm comm, int rank, const Logger& logger)
+                               bool shm_available, Communicator& comm, int rank,
+                               const Logger& logger)
     : tuner_(config, initial, shm_available),
       comm_(comm),
       rank_(rank),
@@ -24,9 +25,7 @@ std::optional<TunedSettings> AutotuneDriver::AfterCycle(int64_t bytes_moved) {
   const auto now = std::chrono::steady_clock::now();
   double seconds = std::chrono::duration<double>(now - window_start_).count();
   // The job is as fast as its slowest rank.
-  if (MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, comm_) != MPI_SUCCESS) {
-    throw std::runtime_error("MPI_Allreduce of the autotune window's duration failed");
-  }
+  seconds = comm_.MaxAcrossRanks(seconds);
   const TunedSettings before = tuner_.settings();
   Log(tuner_.EndWindow(seconds));
   window_start_ = std::chrono::steady_clock::now();

@@ -3,13 +3,12 @@
 // same choice in the same cycle), and logs the windows as CSV on rank 0.
 #pragma once
 
-#include <mpi.h>
-
 #include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <optional>
 
+#include "backends/communicator.h"
 #include "common/config.h"
 #include "common/logging.h"
 #include "engine/autotuner.h"
@@ -19,7 +18,7 @@ namespace lockstep {
 class AutotuneDriver {
  public:
   AutotuneDriver(const Config& config, const TunedSettings& initial, bool shm_available,
-                 MPI_Comm comm, int rank, const Logger& logger);
+                 Communicator& comm, int rank, const Logger& logger);
 
   bool tuning() const { return tuner_.tuning(); }
   const TunedSettings& settings() const { return tuner_.settings(); }
@@ -32,7 +31,7 @@ class AutotuneDriver {
   void Log(const AutotuneWindow& window);
 
   Autotuner tuner_;
-  MPI_Comm comm_;
+  Communicator& comm_;
   int rank_;
   const Logger& logger_;
   std::chrono::steady_clock::time_point window_start_;

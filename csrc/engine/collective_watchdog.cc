@@ -1,6 +1,5 @@
 #include "engine/collective_watchdog.h"
 
-#include <mpi.h>
 #include <sys/prctl.h>
 
 #include <algorithm>
@@ -11,9 +10,11 @@
 
 namespace lockstep {
 
-CollectiveWatchdog::CollectiveWatchdog(const CallClock& clock, double limit_seconds,
-                                       double peer_timeout_seconds, const Logger& logger)
+CollectiveWatchdog::CollectiveWatchdog(const CallClock& clock, Communicator& job,
+                                       double limit_seconds, double peer_timeout_seconds,
+                                       const Logger& logger)
     : clock_(clock),
+      job_(job),
       limit_seconds_(limit_seconds),
       peer_timeout_seconds_(peer_timeout_seconds),
       logger_(logger) {
@@ -45,7 +46,7 @@ void CollectiveWatchdog::Watch() {
                "of it. Ending the job with MPI_Abort.";
     logger_.Log(LogLevel::kError, message.str());
     std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    job_.Abort();
   }
 }
 

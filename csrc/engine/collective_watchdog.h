@@ -1,5 +1,5 @@
 // Ends the job when one blocking collective has waited far too long. Negotiation is
-// bounded and names unresponsive ranks itself (negotiation/peer_exchange); but a rank
+// bounded and names unresponsive ranks itself (backends/mpi/mpi_exchange); but a rank
 // that freezes or is cut off in the middle of a data collective leaves its peers
 // inside a blocking MPI call that never returns and cannot be interrupted. This
 // thread notices, says so on this rank, and calls MPI_Abort, which ends every rank
@@ -12,15 +12,16 @@
 #include <thread>
 
 #include "backends/call_clock.h"
+#include "backends/communicator.h"
 #include "common/logging.h"
 
 namespace lockstep {
 
 class CollectiveWatchdog {
  public:
-  // limit_seconds 0: never.
-  CollectiveWatchdog(const CallClock& clock, double limit_seconds, double peer_timeout_seconds,
-                     const Logger& logger);
+  // limit_seconds 0: never. `job`: all ranks, aborted when the limit passes.
+  CollectiveWatchdog(const CallClock& clock, Communicator& job, double limit_seconds,
+                     double peer_timeout_seconds, const Logger& logger);
   ~CollectiveWatchdog();
   CollectiveWatchdog(const CollectiveWatchdog&) = delete;
   CollectiveWatchdog& operator=(const CollectiveWatchdog&) = delete;
@@ -29,6 +30,7 @@ class CollectiveWatchdog {
   void Watch();
 
   const CallClock& clock_;
+  Communicator& job_;
   double limit_seconds_;
   double peer_timeout_seconds_;
   const Logger& logger_;

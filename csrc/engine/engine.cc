@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "backends/gpu_collectives.h"
+#include "backends/mpi/mpi_communicator.h"
 #include "fusion/fusion_buffer.h"
+#include "negotiation/peer_deadline.h"
 #include "submit/spec_validation.h"
 
 namespace lockstep {
@@ -34,22 +36,23 @@ std::chrono::microseconds Engine::CycleTime(const Config& config) {
 }
 
 Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
+    : Engine(StartMpiWorld(), config, handles, namer) {}
+
+Engine::Engine(World world, const Config& config, HandleTable& handles, OpNamer& namer)
     : config_(config),
-      mpi_(),
-      logger_(config.log_level, mpi_.topology().rank),
-      mpi_types_(),
+      world_(std::move(world)),
+      logger_(config.log_level, world_.topology.rank),
       handles_(handles),
       namer_(namer),
-      table_(mpi_.topology().size) {
-  sets_[0] = std::make_unique<ProcessSet>(0, mpi_.comm(), *table_.Ranks(0), topology(), config_,
-                                          logger_, mpi_types_, timeline_, IdleWait(),
-                                          mpi_.hostnames(), call_clock_);
+      table_(world_.topology.size) {
+  sets_[0] =
+      std::make_unique<ProcessSet>(0, world_.communicator, *table_.Ranks(0), topology(), config_,
+                                   logger_, timeline_, IdleWait(), world_.hostnames, call_clock_);
   // A second past negotiation's own verdict, which names the ranks, comes first.
   watchdog_ = std::make_unique<CollectiveWatchdog>(
-      call_clock_,
-      config_.peer_timeout_seconds > 0
-          ? PeerExchange::LongestWaitSeconds(config_.peer_timeout_seconds) + 1
-          : 0,
+      call_clock_, *world_.communicator,
+      config_.peer_timeout_seconds > 0 ? LongestPeerWaitSeconds(config_.peer_timeout_seconds) + 1
+                                       : 0,
       config_.peer_timeout_seconds, logger_);
   gpu_unavailable_ = GpuUnavailableReason(config_);
   if (config_.autotune) StartAutotune();
@@ -68,24 +71,24 @@ Engine::Engine(const Config& config, HandleTable& handles, OpNamer& namer)
   }
   // Callers may run cycles themselves only where MPI lets any thread call it, one at a
   // time.
-  callers_drive_ = config_.caller_cycles && mpi_.any_thread_may_call();
+  callers_drive_ = config_.caller_cycles && world_.any_thread_may_call;
   running_ = true;
   thread_ = std::thread([this] { Loop(); });
 }
 
 void Engine::StartAutotune() {
   // Start from what the job would run with untuned.
-  MpiBackend& backend = sets_.at(0)->backend();
+  Backend& backend = sets_.at(0)->backend();
   const bool shm_default =
       config_.shm_allreduce_min_ranks > 0 && topology().size >= config_.shm_allreduce_min_ranks;
   backend.set_shm_enabled(shm_default);
   TunedSettings initial{config_.fusion_threshold_bytes, config_.chunk_bytes, config_.cycle_time_ms,
                         backend.shm_active()};
   autotune_ = std::make_unique<AutotuneDriver>(config_, initial, backend.shm_available(),
-                                               mpi_.comm(), topology().rank, logger_);
+                                               *world_.communicator, topology().rank, logger_);
 }
 
-Controller::IdleWait Engine::IdleWait() {
+IdleWait Engine::IdleWait() {
   return [this](std::chrono::microseconds timeout) { return queue_.WaitForWork(timeout); };
 }
 

@@ -11,9 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "backends/mpi/mpi_context.h"
-#include "backends/mpi/mpi_ops.h"
-#include "backends/mpi/mpi_types.h"
+#include "backends/communicator.h"
 #include "common/config.h"
 #include "common/logging.h"
 #include "engine/autotune_driver.h"
@@ -33,12 +31,14 @@ class Engine {
   // so that a handle can still be waited on after shutdown; `namer` is process-wide
   // too, and the engine restarts its counters when a join completes.
   Engine(const Config& config, HandleTable& handles, OpNamer& namer);
+  // The same over a transport already started (tests pass one of their own).
+  Engine(World world, const Config& config, HandleTable& handles, OpNamer& namer);
   ~Engine();  // Shutdown()
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  const Topology& topology() const { return mpi_.topology(); }
-  bool threads_supported() const { return mpi_.threads_supported(); }
+  const Topology& topology() const { return world_.topology; }
+  bool threads_supported() const { return world_.threads_supported; }
   bool running() const { return running_.load(); }
   std::string stop_reason() const;
   Timeline& timeline() { return timeline_; }
@@ -71,7 +71,7 @@ class Engine {
   // root from a global rank to its rank in the set. Throws Error for sets that do not
   // exist or that this rank is not in.
   Topology TopologyFor(OpSpec& spec) const;
-  Controller::IdleWait IdleWait();
+  lockstep::IdleWait IdleWait();
   static std::chrono::microseconds CycleTime(const Config& config);
   // engine_driving.cc: who runs the cycles. Whoever holds driver_ runs them, one
   // thread at a time: the background loop, or a caller waiting for its own op.
@@ -102,9 +102,8 @@ class Engine {
   void DropSet(int32_t id);
 
   Config config_;
-  MpiContext mpi_;
+  World world_;
   Logger logger_;
-  MpiTypes mpi_types_;
   Timeline timeline_;
   HandleTable& handles_;
   OpNamer& namer_;

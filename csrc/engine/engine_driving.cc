@@ -72,7 +72,7 @@ void Engine::DriveCycle() {
   try {
     if (!RunCycles()) Stop("lockstep has been shut down (a rank called shutdown())");
   } catch (const PeerTimeout& e) {
-    MarkPeersLost();  // a collective MPI_Finalize would wait for them forever
+    world_.mark_peers_lost();  // a collective MPI_Finalize would wait for them forever
     const std::string reason = std::string("lockstep stopped: ") + e.what();
     logger_.Log(LogLevel::kError, reason);
     Stop(reason);

@@ -1,6 +1,7 @@
 #include "engine/process_set.h"
 
 #include "engine/process_set_table.h"
+#include "wire/cycle_bits.h"
 
 namespace lockstep {
 namespace {
@@ -17,7 +18,8 @@ int ShmMinRanks(int32_t id, const Config& config) {
 }
 
 int64_t ShmWindowBytes(const Config& config) {
-  return config.autotune && !config.chunk_bytes_set ? MpiBackend::kShmMaxBytes : config.chunk_bytes;
+  return config.autotune && !config.chunk_bytes_set ? HostBackendOptions::kLargestShm
+                                                    : config.chunk_bytes;
 }
 
 std::vector<std::string> HostnamesOf(const std::vector<int>& ranks,
@@ -27,9 +29,29 @@ std::vector<std::string> HostnamesOf(const std::vector<int>& ranks,
   return mine;
 }
 
-GpuCollectivesOptions GpuOptions(int32_t id, MPI_Comm comm, const Config& config) {
+std::unique_ptr<Exchange> NewExchange(Communicator& comm, const Config& config, IdleWait idle_wait,
+                                      std::vector<std::string> hostnames) {
+  ExchangeOptions options;
+  options.hostnames = std::move(hostnames);
+  options.timeout_seconds = config.peer_timeout_seconds;
+  options.idle_wait = std::move(idle_wait);
+  options.idle_poll_cap = std::chrono::microseconds(
+      std::max<int64_t>(50, static_cast<int64_t>(config.cycle_time_ms * 1000)));
+  options.and_words = CycleBitsWords(config.cache_capacity);
+  return comm.NewExchange(std::move(options));
+}
+
+HostBackendOptions HostOptions(int32_t id, const Config& config) {
+  HostBackendOptions options;
+  options.shm_bytes = ShmWindowBytes(config);
+  options.shm_min_ranks = ShmMinRanks(id, config);
+  options.hierarchical = id == 0 && config.hierarchical_allreduce;
+  return options;
+}
+
+GpuCollectivesOptions GpuOptions(int32_t id, Communicator& comm, const Config& config) {
   GpuCollectivesOptions options;
-  options.comm = comm;
+  options.communicator = &comm;
   options.process_set_id = id;
   options.operations = config.gpu_operations;
   options.nccl_timeout_seconds = config.nccl_timeout_seconds;
@@ -38,19 +60,18 @@ GpuCollectivesOptions GpuOptions(int32_t id, MPI_Comm comm, const Config& config
 
 }  // namespace
 
-ProcessSet::ProcessSet(int32_t id, MPI_Comm comm, std::vector<int> ranks, const Topology& topology,
-                       const Config& config, const Logger& logger, const MpiTypes& types,
-                       Timeline& timeline, Controller::IdleWait idle_wait,
+ProcessSet::ProcessSet(int32_t id, std::shared_ptr<Communicator> comm, std::vector<int> ranks,
+                       const Topology& topology, const Config& config, const Logger& logger,
+                       Timeline& timeline, IdleWait idle_wait,
                        const std::vector<std::string>& hostnames, CallClock& clock)
     : id_(id),
-      comm_(comm),
+      comm_(std::move(comm)),
       ranks_(std::move(ranks)),
       topology_(topology),
-      backend_(comm, types, ShmWindowBytes(config), ShmMinRanks(id, config),
-               id == 0 && config.hierarchical_allreduce, clock),
-      controller_(comm, topology_, config, logger, std::move(idle_wait),
-                  HostnamesOf(ranks_, hostnames)),
-      runner_(topology_, backend_, timeline, config.chunk_bytes, GpuOptions(id, comm, config)) {
+      backend_(comm_->NewHostBackend(HostOptions(id, config), clock)),
+      controller_(NewExchange(*comm_, config, std::move(idle_wait), HostnamesOf(ranks_, hostnames)),
+                  topology_, config, logger),
+      runner_(topology_, *backend_, timeline, config.chunk_bytes, GpuOptions(id, *comm_, config)) {
   if (id_ != 0) controller_.SetScope(Scope());
 }
 
@@ -58,12 +79,6 @@ std::string ProcessSet::Scope() const {
   if (id_ == 0) return "";
   return " (on process set " + std::to_string(id_) + ", whose ranks 0, 1, ... are global ranks " +
          DescribeRanks(ranks_) + ")";
-}
-
-ProcessSet::~ProcessSet() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (id_ != 0 && !finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
 }  // namespace lockstep

@@ -5,13 +5,12 @@
 // order, so ranks meet in every set's collectives in the same order.
 #pragma once
 
-#include <mpi.h>
-
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
-#include "backends/mpi/mpi_ops.h"
+#include "backends/communicator.h"
 #include "engine/op_runner.h"
 #include "engine/timeline.h"
 #include "negotiation/controller.h"
@@ -21,14 +20,13 @@ namespace lockstep {
 
 class ProcessSet {
  public:
-  // Takes ownership of `comm` unless it is the engine's global communicator (id 0).
+  // `comm`: the set's ranks (for the global set, id 0, the engine's world).
   // `hostnames`: every global rank's host, for messages about unresponsive peers.
   // `clock`: where the backend marks its blocking calls, for the engine's watchdog.
-  ProcessSet(int32_t id, MPI_Comm comm, std::vector<int> ranks, const Topology& topology,
-             const Config& config, const Logger& logger, const MpiTypes& types, Timeline& timeline,
-             Controller::IdleWait idle_wait, const std::vector<std::string>& hostnames,
+  ProcessSet(int32_t id, std::shared_ptr<Communicator> comm, std::vector<int> ranks,
+             const Topology& topology, const Config& config, const Logger& logger,
+             Timeline& timeline, IdleWait idle_wait, const std::vector<std::string>& hostnames,
              CallClock& clock);
-  ~ProcessSet();
   ProcessSet(const ProcessSet&) = delete;
   ProcessSet& operator=(const ProcessSet&) = delete;
 
@@ -37,18 +35,18 @@ class ProcessSet {
   // Appended to messages that number ranks within the set; empty for the global set.
   std::string Scope() const;
   const Topology& topology() const { return topology_; }
-  bool shm_active() const { return backend_.shm_active(); }
-  MpiBackend& backend() { return backend_; }
+  bool shm_active() const { return backend_->shm_active(); }
+  Backend& backend() { return *backend_; }
   Controller& controller() { return controller_; }
   OpRunner& runner() { return runner_; }
   std::unordered_map<std::string, TensorEntry>& pending() { return pending_; }
 
  private:
   int32_t id_;
-  MPI_Comm comm_;
+  std::shared_ptr<Communicator> comm_;  // first: everything below uses it
   std::vector<int> ranks_;
   Topology topology_;
-  MpiBackend backend_;
+  std::unique_ptr<Backend> backend_;
   Controller controller_;
   OpRunner runner_;
   std::unordered_map<std::string, TensorEntry> pending_;

@@ -4,8 +4,6 @@
 // background thread checks that all proposals agree and applies the change, creating
 // or freeing the set's communicator. Ids therefore agree everywhere, and the sets'
 // own cycles, which run after the global one, see the change on all members at once.
-#include <mpi.h>
-
 #include <cstring>
 
 #include "engine/engine.h"
@@ -77,15 +75,16 @@ void Engine::ApplyChange(const OpResult& gathered, OpResult* result) {
 void Engine::CreateSet(int32_t id, const std::vector<int>& ranks) {
   const Topology set_topology = SetTopology(ranks, topology().rank);
   const bool member = set_topology.rank >= 0;
-  MPI_Comm comm = MPI_COMM_NULL;
-  if (MPI_Comm_split(mpi_.comm(), member ? 1 : MPI_UNDEFINED, topology().rank, &comm) !=
-      MPI_SUCCESS) {
-    throw Error("MPI_Comm_split failed while creating process set " + std::to_string(id));
+  std::shared_ptr<Communicator> comm;
+  try {
+    comm = world_.communicator->Split(member);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " while creating process set " + std::to_string(id));
   }
   if (!member) return;
   sets_[id] =
-      std::make_unique<ProcessSet>(id, comm, ranks, set_topology, config_, logger_, mpi_types_,
-                                   timeline_, IdleWait(), mpi_.hostnames(), call_clock_);
+      std::make_unique<ProcessSet>(id, std::move(comm), ranks, set_topology, config_, logger_,
+                                   timeline_, IdleWait(), world_.hostnames, call_clock_);
 }
 
 void Engine::DropSet(int32_t id) {

@@ -22,13 +22,11 @@ void ForEachSetBit(const std::vector<uint64_t>& words, Visit visit) {
 
 }  // namespace
 
-Controller::Controller(MPI_Comm comm, const Topology& topology, const Config& config,
-                       const Logger& logger, IdleWait idle_wait, std::vector<std::string> hostnames)
+Controller::Controller(std::unique_ptr<Exchange> exchange, const Topology& topology,
+                       const Config& config, const Logger& logger)
     : topology_(topology),
       logger_(logger),
-      exchange_(comm, std::move(hostnames), config.peer_timeout_seconds, std::move(idle_wait),
-                std::chrono::microseconds(
-                    std::max<int64_t>(50, static_cast<int64_t>(config.cycle_time_ms * 1000)))),
+      exchange_(std::move(exchange)),
       cache_(config.cache_capacity),
       stall_inspector_(config, logger) {
   if (topology_.rank == 0) {
@@ -104,7 +102,7 @@ Controller::Flags Controller::ExchangeBits(bool shutdown_requested, bool joined,
   }
   std::vector<uint64_t> vec = EncodeCycleBits(cache_.capacity(), local);
 
-  exchange_.AndAcrossRanks(&vec, /*idle=*/!has_pending);
+  exchange_->AndAcrossRanks(&vec, /*idle=*/!has_pending);
 
   CycleBitsSummary summary = DecodeCycleBits(vec, cache_.capacity());
   *ready = std::move(summary.ready);
@@ -148,7 +146,7 @@ ResponseList Controller::FullRound() {
   for (const auto& [id, request] : cached_pending_) mine.pending_cache_ids.push_back(id);
   std::vector<uint8_t> bytes = SerializeRequestList(mine);
 
-  std::vector<std::vector<uint8_t>> gathered = exchange_.GatherAtRoot(std::move(bytes));
+  std::vector<std::vector<uint8_t>> gathered = exchange_->GatherAtRoot(std::move(bytes));
   std::vector<uint8_t> reply;
   if (topology_.rank == 0) {
     std::vector<RequestList> lists;
@@ -156,7 +154,7 @@ ResponseList Controller::FullRound() {
     reply =
         SerializeResponseList(coordinator_->Process(lists, cache_, partial_since_, Clock::now()));
   }
-  reply = exchange_.BroadcastFromRoot(std::move(reply));
+  reply = exchange_->BroadcastFromRoot(std::move(reply));
   return ParseResponseList(reply.data(), reply.size());
 }
 

@@ -3,8 +3,6 @@
 // coordinator on rank 0. Keeps the response cache identical on all ranks.
 #pragma once
 
-#include <mpi.h>
-
 #include <chrono>
 #include <functional>
 #include <map>
@@ -15,7 +13,7 @@
 #include "common/logging.h"
 #include "lockstep/lockstep.h"
 #include "negotiation/coordinator.h"
-#include "negotiation/peer_exchange.h"
+#include "negotiation/exchange.h"
 #include "negotiation/response_cache.h"
 #include "negotiation/stall_inspector.h"
 #include "wire/message.h"
@@ -35,12 +33,13 @@ class Controller {
  public:
   using Clock = std::chrono::steady_clock;
   // Sleeps up to the given time, returning true early when local work (or a wake-up)
-  // arrives: how the controller waits for other ranks while its own rank is idle.
-  using IdleWait = std::function<bool(std::chrono::microseconds)>;
+  // arrives: how the exchange waits for other ranks while its own rank is idle.
+  using IdleWait = Exchange::IdleWait;
 
-  // hostnames[r] is rank r's host, for naming ranks that stop responding.
-  Controller(MPI_Comm comm, const Topology& topology, const Config& config, const Logger& logger,
-             IdleWait idle_wait, std::vector<std::string> hostnames);
+  // `exchange` carries the cycle's messages among the set's ranks (topology.size of
+  // them); its AND vectors are CycleBitsWords(config.cache_capacity) long.
+  Controller(std::unique_ptr<Exchange> exchange, const Topology& topology, const Config& config,
+             const Logger& logger);
 
   // Files new local requests for the next cycle: one cache bit each when the cache
   // knows them exactly, otherwise full requests. A group goes one way as a whole, so
@@ -67,7 +66,7 @@ class Controller {
 
   Topology topology_;
   const Logger& logger_;
-  PeerExchange exchange_;  // every message between ranks, bounded by the peer timeout
+  std::unique_ptr<Exchange> exchange_;  // every message between ranks, bounded in time
   ResponseCache cache_;
   StallInspector stall_inspector_;
   std::unique_ptr<Coordinator> coordinator_;   // rank 0 only

@@ -5,7 +5,7 @@
 #include <new>
 #include <string>
 
-#include "backends/mpi/chunked_allreduce.h"
+#include "backends/host/chunked_allreduce.h"
 #include "backends/result_layout.h"
 #include "reduction/scaling.h"
 

@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "backends/mpi/mpi_types.h"
-#include "backends/shm/shm_allreduce.h"
+#include "backends/mpi/shm_allreduce.h"
 
 namespace lockstep {
 

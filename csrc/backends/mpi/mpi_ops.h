@@ -10,7 +10,7 @@
 #include "backends/mpi/adasum_mpi.h"
 #include "backends/mpi/hierarchical_allreduce.h"
 #include "backends/mpi/mpi_types.h"
-#include "backends/shm/shm_allreduce.h"
+#include "backends/mpi/shm_allreduce.h"
 
 namespace lockstep {
 
@@ -28,11 +28,11 @@ class MpiBackend : public Backend {
   // The window holds two slots of this many bytes per rank at most, whatever the chunk
   // size; larger pieces (LOCKSTEP_CHUNK_BYTES raised past it, or 0) stay with MPI.
   static constexpr int64_t kShmMaxBytes = 8 * 1024 * 1024;
-  bool shm_available() const { return shm_ != nullptr; }
-  bool shm_active() const { return shm_ != nullptr && shm_enabled_; }
+  bool shm_available() const override { return shm_ != nullptr; }
+  bool shm_active() const override { return shm_ != nullptr && shm_enabled_; }
   // The autotuner's switch; a no-op where shared memory is not available.
-  void set_shm_enabled(bool enabled) { shm_enabled_ = enabled; }
-  bool hierarchical_active() const { return hierarchical_ != nullptr; }
+  void set_shm_enabled(bool enabled) override { shm_enabled_ = enabled; }
+  bool hierarchical_active() const override { return hierarchical_ != nullptr; }
   const char* name() const override { return "MPI"; }
 
   void Allreduce(const void* input, void* output, int64_t count, DataType dtype,

@@ -1,6 +1,7 @@
 #include "backends/nccl/device_collectives.h"
 
 #include "backends/gpu_agreement.h"
+#include "backends/mpi/mpi_communicator.h"
 #include "backends/nccl/nccl_types.h"
 
 namespace lockstep {
@@ -34,7 +35,7 @@ DeviceCollectives::DeviceCollectives(const GpuCollectivesOptions& options)
 void DeviceCollectives::Connect() {
   if (options_.operations != GpuOperations::kNccl) return;
   const NcclLibrary& library = LoadNcclLibrary();
-  comm_ = std::make_unique<NcclCommunicator>(options_.comm, options_.topology.rank,
+  comm_ = std::make_unique<NcclCommunicator>(MpiCommunicator::HandleOf(*options_.communicator), options_.topology.rank,
                                              options_.topology.size, library,
                                              options_.nccl_timeout_seconds);
   nccl_ = std::make_unique<NcclOps>(library, *comm_, stream_, options_.topology, phase_timer_);
@@ -55,7 +56,7 @@ void DeviceCollectives::CloseCommunicator() {
   // deadline.
   const bool drained = broken_.empty() && inflight_.Drain(kShutdownDrainSeconds);
   const Agreement all_drained =
-      AgreeAllOk(options_.comm, drained, DeadlineIn(kShutdownAgreementSeconds),
+      AgreeAllOk(MpiCommunicator::HandleOf(*options_.communicator), drained, DeadlineIn(kShutdownAgreementSeconds),
                  "agreeing on shutting the NCCL communicator down");
   if (comm_->released()) return;
   switch (OnShutdown(all_drained, comm_->revoke_available(), inflight_.empty())) {

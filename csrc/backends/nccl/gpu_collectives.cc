@@ -5,6 +5,7 @@
 
 #include "backends/gpu_agreement.h"
 #include "backends/gpu_info.h"
+#include "backends/mpi/mpi_communicator.h"
 #include "backends/nccl/device_collectives.h"
 #include "backends/nccl/gpu_probe.h"
 #include "backends/nccl/nccl_library.h"
@@ -51,7 +52,7 @@ std::unique_ptr<Collectives> MakeGpuCollectives(const GpuCollectivesOptions& opt
   // bad device, no memory for a stream) must not leave the others waiting in the
   // unique id's broadcast, and all of them then refuse the set's GPU ops alike.
   const Agreement ready =
-      AgreeAllOk(options.comm, local_failure.empty(), DeadlineIn(options.nccl_timeout_seconds),
+      AgreeAllOk(MpiCommunicator::HandleOf(*options.communicator), local_failure.empty(), DeadlineIn(options.nccl_timeout_seconds),
                  "agreeing on starting the GPU collectives");
   if (!ready.reached || !ready.all_ok) {
     throw Error("GPU collectives could not start on every rank of the process set: " +

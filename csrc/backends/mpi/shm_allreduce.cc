@@ -1,4 +1,4 @@
-#include "backends/shm/shm_allreduce.h"
+#include "backends/mpi/shm_allreduce.h"
 
 #include <cstring>
 #include <string>

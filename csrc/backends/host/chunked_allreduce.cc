@@ -1,4 +1,4 @@
-#include "backends/mpi/chunked_allreduce.h"
+#include "backends/host/chunked_allreduce.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,0 +1,61 @@
+// A process set's communicator as the engine sees it: the one seam through which the
+// engine reaches the transport (MPI, in backends/mpi/mpi_communicator) for everything
+// but the collectives' own calls. Engine and negotiation headers hold no MPI type;
+// unit tests can stand in a transport of their own.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/call_clock.h"
+#include "lockstep/lockstep.h"
+#include "negotiation/exchange.h"
+
+namespace lockstep {
+
+// The host transport a set's collectives run on, and its optional fast paths.
+struct HostBackendOptions {
+  static constexpr int64_t kLargestShm = INT64_MAX;  // as large as the transport allows
+  int64_t shm_bytes = 0;                             // shared-memory slots (pieces up to this size)
+  int shm_min_ranks = 0;  // shared memory from this many ranks on one host; 0: never
+  bool hierarchical = false;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // Collective over this communicator: members get a communicator of their own,
+  // ranked in this one's order; the others get null.
+  virtual std::unique_ptr<Communicator> Split(bool member) = 0;
+  // Blocking, collective: the largest `value` of any rank.
+  virtual double MaxAcrossRanks(double value) = 0;
+  // Collective: negotiation's exchange among these ranks.
+  virtual std::unique_ptr<Exchange> NewExchange(ExchangeOptions options) = 0;
+  // Collective: the host collectives' transport among these ranks; its blocking
+  // calls are marked on `clock`.
+  virtual std::unique_ptr<Backend> NewHostBackend(const HostBackendOptions& options,
+                                                  CallClock& clock) = 0;
+  // Ends every process of the job at once (a collective that can never return).
+  [[noreturn]] virtual void Abort() = 0;
+};
+
+// The job as the transport started it.
+struct World {
+  std::shared_ptr<Communicator> communicator;  // all ranks
+  Topology topology;
+  std::vector<std::string> hostnames;  // [r]: rank r's host
+  bool threads_supported = false;      // the transport may be called from any thread
+  bool any_thread_may_call = false;    // ... from any thread, one at a time
+  // Some ranks stopped answering: the process must end without the transport's
+  // collective shutdown, which would wait for them forever.
+  std::function<void()> mark_peers_lost = [] {};
+};
+
+}  // namespace lockstep

@@ -1,0 +1,52 @@
+// The seam between negotiation and the transport that carries it: the three
+// exchanges one cycle needs among a process set's ranks. The MPI implementation lives
+// in backends/mpi/mpi_exchange; unit tests use an in-process one. Every call is
+// bounded by the peer timeout: a rank that stops answering ends in PeerTimeout naming
+// it, on every rank that is left, never in a hang.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lockstep/lockstep.h"
+
+namespace lockstep {
+
+// Some ranks stopped answering; the message names them and their hosts.
+class PeerTimeout : public Error {
+ public:
+  explicit PeerTimeout(const std::string& message) : Error(message, Status::Code::kAborted) {}
+};
+
+// Sleeps up to the given time, returning true early when local work arrives.
+using IdleWait = std::function<bool(std::chrono::microseconds)>;
+
+// What every transport's exchange is made with.
+struct ExchangeOptions {
+  std::vector<std::string> hostnames;  // [r]: rank r's host, for messages
+  double timeout_seconds = 0;          // LOCKSTEP_PEER_TIMEOUT_SECONDS; 0 waits forever
+  IdleWait idle_wait;
+  std::chrono::microseconds idle_poll_cap{1000};  // longest sleep between polls while idle
+  size_t and_words = 0;  // AndAcrossRanks' vector length, the same on every rank
+};
+
+class Exchange {
+ public:
+  using Bytes = std::vector<uint8_t>;
+  using IdleWait = lockstep::IdleWait;
+
+  virtual ~Exchange() = default;
+
+  // Bitwise AND of every rank's words, on every rank. `idle`: this rank has nothing
+  // pending, so it may wait coarsely until local work arrives. Throws PeerTimeout.
+  virtual void AndAcrossRanks(std::vector<uint64_t>* words, bool idle) = 0;
+  // Rank 0 gets every rank's bytes (index = rank); the others get nothing.
+  virtual std::vector<Bytes> GatherAtRoot(Bytes mine) = 0;
+  // Every rank gets rank 0's bytes.
+  virtual Bytes BroadcastFromRoot(Bytes bytes) = 0;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,160 @@
+// The engine loop (background thread, negotiation, fusion, op runner, handles) of
+// several ranks in one process, on the in-process transport: results, the cached
+// path, a mismatch failing on every rank, and shutdown reaching every rank. The same
+// over MPI is tested under mpirun.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/engine.h"
+#include "in_process_transport.h"
+
+namespace lockstep {
+namespace {
+
+Config TestConfig() {
+  Config config;
+  config.peer_timeout_seconds = 0;  // no watchdog: the in-process job cannot be aborted
+  config.stall_check_disabled = true;
+  config.shm_allreduce_min_ranks = 0;
+  return config;
+}
+
+class InProcessJob {
+ public:
+  explicit InProcessJob(int size) : hub_(size), handles_(size), namers_(size) {
+    for (int rank = 0; rank < size; ++rank) {
+      engines_.push_back(std::make_unique<Engine>(InProcessWorld(hub_, rank), TestConfig(),
+                                                  handles_[rank], namers_[rank]));
+    }
+  }
+  int size() const { return hub_.size(); }
+  Engine& engine(int rank) { return *engines_.at(rank); }
+  HandleTable& handles(int rank) { return handles_.at(rank); }
+
+  // Every rank submits spec(rank); returns each rank's result or error message.
+  struct Outcome {
+    OpResult result;
+    std::string error;
+  };
+  std::vector<Outcome> RunEverywhere(const std::function<OpSpec(int)>& spec) {
+    std::vector<Handle> handles;
+    for (int rank = 0; rank < size(); ++rank) {
+      std::vector<OpSpec> one{spec(rank)};
+      handles.push_back(engine(rank).Enqueue(std::move(one), false).front());
+    }
+    std::vector<Outcome> outcomes(size());
+    for (int rank = 0; rank < size(); ++rank) {
+      try {
+        outcomes[rank].result = handles_[rank].Wait(handles[rank]);
+      } catch (const Error& e) {
+        outcomes[rank].error = e.what();
+      }
+    }
+    return outcomes;
+  }
+
+ private:
+  InProcessHub hub_;
+  std::vector<HandleTable> handles_;
+  std::vector<OpNamer> namers_;
+  std::vector<std::unique_ptr<Engine>> engines_;
+};
+
+TEST(EngineLoop, AllreduceGivesEveryRankTheSumAndTheSecondTimeComesFromTheCache) {
+  InProcessJob job(3);
+  std::vector<std::vector<float>> inputs(3), outputs(3, std::vector<float>(4));
+  for (int rank = 0; rank < 3; ++rank) inputs[rank] = {1.0f * rank, 1, 2, -1.0f * rank};
+  auto spec = [&](int rank) {
+    OpSpec s;
+    s.name = "grad";
+    s.reduce_op = ReduceOp::kSum;
+    s.shape = {4};
+    s.input = inputs[rank].data();
+    s.output = outputs[rank].data();
+    return s;
+  };
+  for (int step = 0; step < 2; ++step) {
+    for (const auto& outcome : job.RunEverywhere(spec)) EXPECT_EQ(outcome.error, "");
+    for (int rank = 0; rank < 3; ++rank) {
+      EXPECT_EQ(outputs[rank], (std::vector<float>{3, 3, 6, -3})) << "rank " << rank;
+    }
+  }
+  for (int rank = 0; rank < 3; ++rank) {
+    const EngineStats stats = job.engine(rank).stats();
+    EXPECT_EQ(stats.negotiated_responses, 1) << "rank " << rank;
+    EXPECT_EQ(stats.cached_responses, 1) << "rank " << rank;
+  }
+}
+
+TEST(EngineLoop, AllgatherOfUnevenRowsAndBroadcast) {
+  InProcessJob job(3);
+  std::vector<std::vector<int32_t>> rows(3);
+  for (int rank = 0; rank < 3; ++rank) rows[rank].assign(rank + 1, rank);
+  auto gathered = job.RunEverywhere([&](int rank) {
+    OpSpec s;
+    s.op = OpType::kAllgather;
+    s.name = "rows";
+    s.dtype = DataType::kInt32;
+    s.shape = {rank + 1};
+    s.input = rows[rank].data();
+    return s;
+  });
+  for (const auto& outcome : gathered) {
+    ASSERT_EQ(outcome.error, "");
+    const auto* data = static_cast<const int32_t*>(outcome.result.buffer->data());
+    EXPECT_EQ(std::vector<int32_t>(data, data + 6), (std::vector<int32_t>{0, 1, 1, 2, 2, 2}));
+  }
+  std::vector<std::vector<double>> values(3);
+  for (int rank = 0; rank < 3; ++rank) values[rank] = {1.0 * rank, 2.0 * rank};
+  auto broadcast = job.RunEverywhere([&](int rank) {
+    OpSpec s;
+    s.op = OpType::kBroadcast;
+    s.name = "weights";
+    s.dtype = DataType::kFloat64;
+    s.shape = {2};
+    s.input = s.output = values[rank].data();
+    s.root_rank = 2;
+    return s;
+  });
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(broadcast[rank].error, "");
+    EXPECT_EQ(values[rank], (std::vector<double>{2, 4})) << "rank " << rank;
+  }
+}
+
+TEST(EngineLoop, MismatchedDtypesFailOnEveryRank) {
+  InProcessJob job(2);
+  std::vector<double> buffer(4, 1.0);
+  auto outcomes = job.RunEverywhere([&](int rank) {
+    OpSpec s;
+    s.name = "mixed";
+    s.dtype = rank == 0 ? DataType::kFloat32 : DataType::kFloat64;
+    s.shape = {2};
+    s.input = s.output = buffer.data() + 2 * rank;
+    return s;
+  });
+  for (const auto& outcome : outcomes) {
+    EXPECT_NE(outcome.error.find("mixed"), std::string::npos) << outcome.error;
+  }
+}
+
+TEST(EngineLoop, ShutdownOnOneRankStopsEveryRank) {
+  InProcessJob job(3);
+  job.engine(1).Shutdown();
+  for (int rank = 0; rank < 3; ++rank) {
+    for (int tries = 0; tries < 500 && job.engine(rank).running(); ++tries) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_FALSE(job.engine(rank).running()) << "rank " << rank;
+    EXPECT_NE(job.engine(rank).stop_reason().find("shut down"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace lockstep
