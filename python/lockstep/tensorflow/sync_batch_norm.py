@@ -40,9 +40,8 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
             super().__init__(**_without_keras2_options(kwargs))
 
     def _moments(self, inputs, *args, **kwargs):
-        if LEGACY:  # Keras 2: _moments(inputs, reduction_axes, keep_dims)
-            axes, keep_dims = _keras2_moments_arguments(*args, **kwargs)
-            return _global_moments(inputs, axes, keep_dims, mask=None)
+        if LEGACY:  # Keras 2: _moments(inputs, reduction_axes, keep_dims, mask=None)
+            return _global_moments(inputs, *_keras2_moments_arguments(*args, **kwargs))
         mask = args[0] if args else kwargs.get("mask")
         return _global_moments(inputs, self._reduction_axes, False, mask)
 
@@ -61,8 +60,8 @@ def _without_keras2_options(kwargs):
     return kwargs
 
 
-def _keras2_moments_arguments(reduction_axes, keep_dims=False):
-    return reduction_axes, keep_dims
+def _keras2_moments_arguments(reduction_axes, keep_dims=False, mask=None):
+    return reduction_axes, keep_dims, mask
 
 
 def _global_moments(inputs, axes, keep_dims, mask):
