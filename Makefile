@@ -64,8 +64,9 @@ apt-packages:
 $(PYTHON):
 	python3 -m venv $(VENV)
 
-$(REQUIREMENTS_STAMP): requirements.txt | $(PYTHON)
+$(REQUIREMENTS_STAMP): requirements.txt requirements-no-deps.txt | $(PYTHON)
 	$(PIP) install -r requirements.txt
+	$(PIP) install --no-deps -r requirements-no-deps.txt
 	touch $@
 
 # Editable: python/ is put on the venv's path, so `make build` refreshes the

@@ -8,7 +8,7 @@ import os
 import numpy as np
 
 import lockstep.keras as hvd
-from lockstep.keras.keras_line import LEGACY, keras, to_numpy
+from lockstep.keras.keras_line import LEGACY, backend_name, keras, to_numpy
 from lockstep.keras.optimizer import is_distributed
 
 FEATURES, CLASSES, LOCAL_BATCH, STEPS = 4, 3, 4, 4
@@ -61,7 +61,8 @@ def check_fit_saving_and_loading(rank, size, directory):
         losses = train(model, optimizer, rank)
         assert np.all(np.isfinite(losses)), f"{what}: losses {losses}"
         assert_same_on_every_rank(model.get_weights() + [losses], what)
-    _check_resume(rank, directory)
+    if backend_name() == "tensorflow":  # the other backends' resume: test_keras_frontend.py
+        _check_resume(rank, directory)
 
 
 def _check_resume(rank, directory):
