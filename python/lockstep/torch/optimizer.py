@@ -160,7 +160,9 @@ def _adasum_optimizer(optimizer, named_parameters, compression, gradient_predivi
     compression = validation.check_compressor(compression) or Compression.none
     named = resolve_named_parameters(optimizer.param_groups, named_parameters)
     check_adasum_world(basics.size())
-    return adasum_optimizer(optimizer, named, compression)
+    distributed = adasum_optimizer(optimizer, named, compression)
+    distributed._parameter_names = {param: name for name, param in named}
+    return distributed
 
 
 def _check_process_set(process_set):

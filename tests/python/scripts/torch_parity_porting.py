@@ -51,6 +51,10 @@ def check_parameter_names(rank, size):
     assert sorted(named._parameter_names.values()) == ["0.bias", "0.weight", "1.bias", "1.weight"], \
         named._parameter_names
     assert named._parameter_names[model[1].weight] == "1.weight"
+    if not size & (size - 1):  # Adasum runs on a power of two ranks
+        adasum = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), op=hvd.Adasum)
+        assert list(adasum._parameter_names.values()) == ["allreduce.noname.0.0", "allreduce.noname.0.1",
+                                                          "allreduce.noname.0.2", "allreduce.noname.0.3"]
 
 
 def check_double_synchronize_warning(rank, size):
