@@ -14,13 +14,14 @@ from mpi_harness import DESYNC_LIMIT, run_ranks
 KERAS2 = {"TF_USE_LEGACY_KERAS": "1", **DESYNC_LIMIT}
 
 
-def run(num_ranks, env, tmp_path):
-    result = run_ranks("keras_parity.py", num_ranks, timeout=300, env=env, args=[tmp_path])
+def run(num_ranks, env, tmp_path, *options):
+    result = run_ranks("keras_parity.py", num_ranks, timeout=300, env=env, args=[tmp_path, *options])
     result.assert_all_ranks_passed(num_ranks)
 
 
 def test_keras3(num_ranks, tmp_path):
-    run(num_ranks, {"KERAS_BACKEND": "tensorflow", **DESYNC_LIMIT}, tmp_path)
+    # At 3 ranks only what depends on the rank count (model.fit and saving: 2 ranks).
+    run(num_ranks, {"KERAS_BACKEND": "tensorflow", **DESYNC_LIMIT}, tmp_path, *(["quick"] if num_ranks > 2 else []))
 
 
 @pytest.mark.skipif(importlib.util.find_spec("tf_keras") is None, reason="tf-keras is not installed")

@@ -21,6 +21,8 @@ def optimizers():
         legacy_adam = ("legacy-adam", lambda: keras.optimizers.legacy.Adam(0.01))
         legacy_sgd = ("legacy-sgd", lambda: keras.optimizers.legacy.SGD(0.05, momentum=0.9))
         return [(*adam, 2), (*legacy_adam, 1), (*legacy_sgd, 2)]
+    if backend_name() != "tensorflow":  # passes=1 with fit: test_keras_frontend.py
+        return [(*adam, 2)]
     return [(*adam, 1), (*adam, 2)]
 
 
