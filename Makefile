@@ -73,8 +73,9 @@ apt-packages:
 $(PYTHON):
 	python3 -m venv $(VENV)
 
-$(REQUIREMENTS_STAMP): requirements.txt | $(PYTHON)
+$(REQUIREMENTS_STAMP): requirements.txt requirements-no-deps.txt | $(PYTHON)
 	$(PIP) install -r requirements.txt
+	$(PIP) install --no-deps -r requirements-no-deps.txt
 	touch $@
 
 # For development the venv imports the checkout's python/ (a .pth file), where

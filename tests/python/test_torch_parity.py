@@ -19,6 +19,14 @@ def test_horovod_parity(check, num_ranks):
     run.assert_all_ranks_passed(num_ranks)
 
 
+def test_porting_gaps(num_ranks):
+    """Issue 25's checks, in one job per rank count (they are quick; imports dominate)."""
+    checks = ["alltoall_splits_type", "parameter_names", "double_synchronize_warning",
+              "gradients_after_state_broadcast"]
+    run = run_ranks("torch_parity.py", num_ranks, timeout=180, args=checks, env=DESYNC_LIMIT)
+    run.assert_all_ranks_passed(num_ranks)
+
+
 def test_adasum_at_four_ranks(built_extension):
     """Four ranks run two levels of Adasum's halving, each with its own group for the
     dot products (two ranks run one, three refuse as Horovod does)."""

@@ -1,4 +1,6 @@
-"""lockstep for Keras 3 (TensorFlow, torch and JAX backends): Horovod's Keras API.
+"""lockstep for Keras 3 (TensorFlow, torch and JAX backends), or for Keras 2 from
+tf-keras when TF_USE_LEGACY_KERAS=1 makes it tf.keras: Horovod's Keras API. Also
+importable as lockstep.tensorflow.keras (Horovod's horovod.tensorflow.keras).
 
     import keras
     import lockstep.keras as hvd

@@ -1,11 +1,11 @@
 """Callbacks that keep ranks consistent during model.fit: the same starting state
 and the same epoch metrics everywhere."""
 
-import keras
 import numpy as np
 
 from lockstep.common import host_ops
 from lockstep.common.ops import Average
+from lockstep.keras.keras_line import build_optimizer, keras, optimizer_variables
 from lockstep.keras.variables import broadcast_variables
 
 
@@ -23,11 +23,10 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
         optimizer = self.model.optimizer
         variables = list(self.model.variables)
         if optimizer is not None:
-            # fit() builds the optimizer before this hook; build here if a custom
-            # loop did not, so its slots are broadcast too.
-            if not optimizer.built:
-                optimizer.build(self.model.trainable_variables)
-            variables += list(optimizer.variables)
+            # Keras 3's fit() builds the optimizer before this hook; build here if a
+            # custom loop (or Keras 2) did not, so its slots are broadcast too.
+            build_optimizer(optimizer, self.model.trainable_variables)
+            variables += optimizer_variables(optimizer)
         broadcast_variables(variables, self.root_rank, name="BroadcastGlobalVariablesCallback")
 
 

@@ -5,11 +5,11 @@ Values go through the host (lockstep.common.host_ops) and come back as backend t
 Inside a compiled step, let DistributedOptimizer do the communication.
 """
 
-import keras
 import numpy as np
 
 from lockstep.common import host_ops
 from lockstep.common.ops import handle_average_backwards_compatibility
+from lockstep.keras.keras_line import to_numpy, to_tensor
 
 
 def allreduce(value, name=None, average=None, prescale_factor=1.0, postscale_factor=1.0, op=None):
@@ -17,18 +17,18 @@ def allreduce(value, name=None, average=None, prescale_factor=1.0, postscale_fac
     op = handle_average_backwards_compatibility(op, average)
     reduced = host_ops.allreduce(_host(value), name=name, op=op, prescale_factor=prescale_factor,
                                   postscale_factor=postscale_factor)
-    return keras.ops.convert_to_tensor(reduced)
+    return to_tensor(reduced)
 
 
 def allgather(value, name=None):
     """Concatenate every rank's `value` along the first dimension."""
-    return keras.ops.convert_to_tensor(host_ops.allgather(_host(value), name=name))
+    return to_tensor(host_ops.allgather(_host(value), name=name))
 
 
 def broadcast(value, root_rank, name=None):
     """root_rank's `value`, on every rank."""
-    return keras.ops.convert_to_tensor(host_ops.broadcast(_host(value), root_rank, name=name))
+    return to_tensor(host_ops.broadcast(_host(value), root_rank, name=name))
 
 
 def _host(value):
-    return np.array(keras.ops.convert_to_numpy(value), order="C")
+    return np.array(to_numpy(value), order="C")

@@ -7,18 +7,17 @@ model.fit (optimizer.stateless_apply calls apply) is one fused XLA custom call.
 All return a list in the same order with None entries kept.
 """
 
-import keras
-
 from lockstep.common.ops import check_linear_op, predivided_scaling
 from lockstep.common.process_sets import global_process_set
 from lockstep.keras.compression import resolve
+from lockstep.keras.keras_line import backend_name
 
 SUPPORTED_BACKENDS = ("tensorflow", "torch", "jax")
 
 
 def make_gradient_reducer(compression, sparse_as_dense, op, gradient_predivide_factor, process_set=None):
     """process_set: None or global_process_set for all ranks, or a registered set."""
-    backend = keras.backend.backend()
+    backend = backend_name()
     if backend == "tensorflow":
         from lockstep.tensorflow.compression import Compression as TensorflowCompression
         from lockstep.tensorflow.gradient_reduction import GradientReducer

@@ -7,9 +7,8 @@ avoids early divergence (Goyal et al., "Accurate, Large Minibatch SGD").
 
 import warnings
 
-import keras
-
 from lockstep.common import basics
+from lockstep.keras.keras_line import backend_name, keras, to_numpy
 
 
 class LearningRateScheduleCallback(keras.callbacks.Callback):
@@ -95,7 +94,7 @@ class LearningRateScheduleCallback(keras.callbacks.Callback):
     def _momentum_read_each_step(self):
         # Keras 3 keeps momentum as a Python float; a compiled TensorFlow step has
         # it baked in, so changing it there would silently do nothing.
-        return keras.backend.backend() != "tensorflow" or self.model.run_eagerly
+        return backend_name() != "tensorflow" or self.model.run_eagerly
 
     def _warn_momentum_fixed(self):
         if not self._warned_momentum:
@@ -134,4 +133,4 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
 def _learning_rate(optimizer):
     # With a LearningRateSchedule this reads fine, and setting the rate raises
     # Keras' own error saying the schedule cannot be overwritten.
-    return float(keras.ops.convert_to_numpy(optimizer.learning_rate))
+    return float(to_numpy(optimizer.learning_rate))

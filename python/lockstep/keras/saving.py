@@ -1,8 +1,7 @@
 """Loading a saved model with its optimizer rewrapped as a DistributedOptimizer."""
 
-import keras
-
 from lockstep.common.ops import Average
+from lockstep.keras import keras_line
 from lockstep.keras.compression import Compression
 from lockstep.keras.optimizer import rewrap_in_place
 
@@ -19,7 +18,7 @@ def load_model(filepath, custom_optimizers=None, custom_objects=None, compressio
     objects = dict(custom_objects or {})
     for optimizer_class in custom_optimizers or ():
         objects.setdefault(optimizer_class.__name__, optimizer_class)
-    model = keras.saving.load_model(filepath, custom_objects=objects, compile=compile, safe_mode=safe_mode)
+    model = keras_line.load_model(filepath, objects, compile, safe_mode)
     if getattr(model, "optimizer", None) is not None:
         rewrap_in_place(model.optimizer, compression, sparse_as_dense, gradient_predivide_factor, op)
     return model

@@ -5,11 +5,11 @@ Values travel as raw bytes through lockstep.common.host_ops, so any variable dty
 can copy byte for byte).
 """
 
-import keras
 import numpy as np
 
 from lockstep.common import basics, host_ops, validation
 from lockstep.common.process import NAMER
+from lockstep.keras.keras_line import to_numpy
 
 
 def broadcast_variables(variables, root_rank, name=None):
@@ -19,7 +19,7 @@ def broadcast_variables(variables, root_rank, name=None):
     root_rank = validation.check_root_rank(root_rank, basics.size())
     base = NAMER.name_for("keras.broadcast_variables", validation.check_name(name))
     _check_same_count(len(variables), base)
-    values = [np.array(keras.ops.convert_to_numpy(variable), order="C") for variable in variables]
+    values = [np.array(to_numpy(variable), order="C") for variable in variables]
     handles = [
         host_ops.broadcast_async(value.reshape(-1).view(np.uint8), root_rank, _member_name(base, index))
         for index, value in enumerate(values)

@@ -265,6 +265,17 @@ def _checked_sequence(tensors):
     return list(tensors)
 
 
+class UnregisteredProcessSetError(ValueError, TypeError):
+    """An op built on a set that is not registered (never added, removed, or from
+    before a shutdown). Horovod's ops get the set's id None then, which TensorFlow
+    refuses with a TypeError while building; lockstep's sets raise ValueError."""
+
+
 def _set_id(process_set):
     """The core id of `process_set`; None (Horovod's TF default) is the global set."""
-    return 0 if process_set is None else registered_id(process_set)
+    if process_set is None:
+        return 0
+    try:
+        return registered_id(process_set)
+    except ValueError as error:
+        raise UnregisteredProcessSetError(str(error)) from None

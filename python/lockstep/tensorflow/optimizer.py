@@ -53,19 +53,22 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
     device_*, num_groups and groups are accepted for ported scripts (lockstep
     reduces on the host, in one group).
     """
-    if backward_passes_per_step != 1:
-        raise NotImplementedError("backward_passes_per_step > 1 is not supported by lockstep.tensorflow yet; "
-                                  "accumulate gradients yourself or use lockstep.torch")
     if isinstance(optimizer, tf.compat.v1.train.Optimizer):
+        if backward_passes_per_step != 1:
+            raise NotImplementedError("backward_passes_per_step > 1 is not supported for tf.compat.v1 optimizers "
+                                      "by lockstep.tensorflow yet; Keras optimizers support it")
         reducer = GradientReducer(compression, sparse_as_dense, op, gradient_predivide_factor, process_set)
         return _DistributedOptimizer(optimizer, name, use_locking, reducer)
-    import keras  # noqa: PLC0415 (plain TF1 scripts need not load Keras)
+    from lockstep.keras import keras_line  # noqa: PLC0415 (plain TF1 scripts need not load Keras)
 
-    if isinstance(optimizer, keras.optimizers.Optimizer):
+    if keras_line.is_optimizer(optimizer):
         from lockstep.keras.optimizer import DistributedOptimizer as KerasDistributedOptimizer  # noqa: PLC0415
 
         return KerasDistributedOptimizer(optimizer, name=name, compression=compression,
                                          sparse_as_dense=sparse_as_dense, op=op,
-                                         gradient_predivide_factor=gradient_predivide_factor, process_set=process_set)
+                                         gradient_predivide_factor=gradient_predivide_factor,
+                                         backward_passes_per_step=backward_passes_per_step,
+                                         average_aggregated_gradients=average_aggregated_gradients,
+                                         process_set=process_set)
     raise TypeError("optimizer must be a tf.compat.v1.train.Optimizer or a Keras optimizer, got "
                     f"{type(optimizer).__name__}")

@@ -172,14 +172,23 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     synchronize() returns (received rows in rank order, int32 rows received per rank).
     """
     source = readable(check_tensor(tensor))
-    if isinstance(splits, torch.Tensor):
-        splits = splits.detach().cpu()
+    splits = _split_counts(splits)
 
     def finish(result):
         received_splits = torch.tensor(list(result.received_splits), dtype=torch.int32)
         return tensor_from_result(result, source.dtype, source), received_splits
 
     return DISPATCHER.alltoall(tensor_ref(source), splits, name, finish, ps=process_set_id(process_set))
+
+
+def _split_counts(splits):
+    """A splits tensor on the host; like Horovod, one that does not hold integers is a
+    ValueError (lists are checked by the shared validation)."""
+    if not isinstance(splits, torch.Tensor):
+        return splits
+    if splits.dtype.is_floating_point or splits.dtype.is_complex or splits.dtype == torch.bool:
+        raise ValueError(f"alltoall splits must be a tensor of integers, got dtype {splits.dtype}")
+    return splits.detach().cpu()
 
 
 def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,

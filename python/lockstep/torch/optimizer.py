@@ -20,6 +20,12 @@ from lockstep.torch.compression import Compression
 from lockstep.torch.gradient_reducer import GradientReducer, ReductionSettings
 from lockstep.torch.parameter_names import resolve_groups, resolve_named_parameters
 
+DOUBLE_SYNCHRONIZE_WARNING = (
+    "optimizer.step() called without optimizer.skip_synchronize() context after optimizer.synchronize(). "
+    "This can cause training slowdown. You may want to consider using optimizer.skip_synchronize() context "
+    "if you use optimizer.synchronize() in your code."
+)
+
 # Instance attributes that bind the wrapped optimizer itself (an LR scheduler created
 # on it wraps its `step`); copying them would bypass the gradient synchronization.
 _BOUND_ATTRIBUTES = ("step", "zero_grad")
@@ -62,12 +68,11 @@ class _DistributedOptimizerMixin:
 
     def _synchronize_before_step(self):
         if self._lockstep_should_synchronize:
-            if self._lockstep_synchronized:
-                warnings.warn(
-                    "optimizer.step() called after optimizer.synchronize() outside optimizer.skip_synchronize(): "
-                    "gradients are synchronized twice; wrap step() in `with optimizer.skip_synchronize():`",
-                    stacklevel=3,
-                )
+            if self._lockstep_synchronized and not self._lockstep_warned_double_sync:
+                # Horovod's wording, so log filters written for Horovod keep working;
+                # once per optimizer, since a training loop would repeat it every step.
+                self._lockstep_warned_double_sync = True
+                warnings.warn(DOUBLE_SYNCHRONIZE_WARNING, stacklevel=3)
             self.synchronize()
         self._lockstep_synchronized = False
 
@@ -104,10 +109,11 @@ def DistributedOptimizer(  # noqa: N802 - Horovod's name for this factory
     parameters; each group is reduced as one fused unit (num_groups: Horovod's
     deprecated name for a number of groups).
     process_set: average over the ranks of this set only; every rank of the set must
-    wrap its optimizer alike, and ranks outside it cannot use it.
+    wrap its optimizer alike. On ranks outside the set, as in Horovod, the optimizer
+    communicates nothing: step() applies the rank's own gradients.
     """
     basics.require_initialized()
-    set_size = _check_process_set(process_set)
+    set_size, included = _check_process_set(process_set)
     if num_groups:
         warnings.warn("num_groups is deprecated (as in Horovod); pass groups=", DeprecationWarning, stacklevel=2)
         groups = num_groups if groups is None else groups
@@ -133,8 +139,12 @@ def DistributedOptimizer(  # noqa: N802 - Horovod's name for this factory
     distributed._lockstep_reducer = reducer
     distributed._lockstep_synchronized = False
     distributed._lockstep_should_synchronize = True
-    # One rank has nothing to average with; like Horovod, skip the hooks entirely.
-    if set_size > 1:
+    distributed._lockstep_warned_double_sync = False
+    # Horovod's attribute, read by tools and scripts: parameter -> its allreduce name.
+    distributed._parameter_names = {param: name for name, param in named}
+    # One rank has nothing to average with, and a rank outside the set nobody to
+    # average with; like Horovod, skip the hooks entirely.
+    if set_size > 1 and included:
         reducer.register_hooks()
     return distributed
 
@@ -151,16 +161,16 @@ def _adasum_optimizer(optimizer, named_parameters, compression, gradient_predivi
     compression = validation.check_compressor(compression) or Compression.none
     named = resolve_named_parameters(optimizer.param_groups, named_parameters)
     check_adasum_world(basics.size())
-    return adasum_optimizer(optimizer, named, compression)
+    distributed = adasum_optimizer(optimizer, named, compression)
+    distributed._parameter_names = {param: name for name, param in named}
+    return distributed
 
 
 def _check_process_set(process_set):
-    """The set's size; ValueError unless it is registered and this rank is in it."""
+    """(the set's size, whether this rank is in it); ValueError unless it is registered."""
     set_id = process_set_id(process_set)
-    if set_id != 0 and not process_set.included():
-        raise ValueError(f"this rank ({basics.rank()}) is not in {process_set}; only its members can use a "
-                         "DistributedOptimizer on it")
-    return process_set_size(set_id)
+    included = set_id == 0 or bool(process_set.included())
+    return process_set_size(set_id), included
 
 
 def _reduction_settings(compression, op, gradient_predivide_factor, sparse_as_dense, process_set):

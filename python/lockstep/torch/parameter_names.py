@@ -15,11 +15,14 @@ from lockstep.common import validation
 def resolve_named_parameters(param_groups, named_parameters):
     """(name, parameter) for every parameter of the optimizer, in param_groups order.
 
-    Without named_parameters, names come from positions ("param.<group>.<index>"),
-    which match across ranks as long as every rank builds the same optimizer.
+    Without named_parameters, names come from positions, as Horovod names them
+    ("allreduce.noname.<group>.<index>"), which match across ranks as long as every
+    rank builds the same optimizer.
     """
     in_optimizer = [
-        (f"param.{g}.{i}", p) for g, group in enumerate(param_groups) for i, p in enumerate(group["params"])
+        (f"allreduce.noname.{g}.{i}", p)
+        for g, group in enumerate(param_groups)
+        for i, p in enumerate(group["params"])
     ]
     if named_parameters is None:
         return in_optimizer

@@ -44,6 +44,7 @@ def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_s
         raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
     root_rank = validation.check_root_rank(root_rank, basics.size())
     is_root = basics.rank() == root_rank
+    had_no_state = not optimizer.state
     if is_root:
         layout, tensors = _split_tensors(optimizer.state_dict())
     else:
@@ -57,6 +58,20 @@ def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_s
                         process_set)
     if not is_root:
         optimizer.load_state_dict(_fill_tensors(layout, tensors))
+    if had_no_state:
+        _zero_missing_gradients(optimizer)
+
+
+def _zero_missing_gradients(optimizer):
+    """Horovod gives a rank without optimizer state zero gradients on its trainable
+    parameters (it takes a dummy step with them); scripts then find a .grad there.
+    Parameters that do not require gradients keep none."""
+    sparse = isinstance(optimizer, torch.optim.SparseAdam)
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            if param.requires_grad and param.grad is None:
+                grad = torch.zeros_like(param, memory_format=torch.preserve_format)
+                param.grad = grad.to_sparse() if sparse else grad
 
 
 @dataclass(frozen=True)
