@@ -71,6 +71,7 @@ class JobWatcher:
         self.lock = threading.Lock()
         self.ready = set()
         self.outcome = JobOutcome(returncode=None)
+        self.verdicts, self.guesses = set(), set()
         self.first_exit_report = None
         self._threads = [threading.Thread(target=self._read, args=(stream, echo), daemon=True)
                          for stream, echo in ((self.process.stdout, sys.stdout), (self.process.stderr, sys.stderr))]
@@ -101,9 +102,11 @@ class JobWatcher:
                 self.outcome.hosts_updated = True
             if f"({protocol.EXIT_PEER_LOST})" in report:
                 self.outcome.peer_lost = True
-                # Rank 0's verdict names the silent ranks; another rank's may only name rank 0.
-                if "as rank 0 found" in report or not self.outcome.blamed:
-                    self.outcome.blamed.update(_BLAMED.findall(report.split("peer lost:", 1)[-1]))
+                # Rank 0 finds which ranks went silent and tells the others ("as rank 0
+                # found"); a rank that did not hear from rank 0 can only name rank 0.
+                from_rank_0 = "as rank 0 found" in report or re.match(r"\s*rank 0 exits", report)
+                hosts = set(_BLAMED.findall(report.split("peer lost:", 1)[-1]))
+                (self.verdicts if from_rank_0 else self.guesses).update(hosts)
             if "exits (" in report and self.first_exit_report is None:
                 self.first_exit_report = time.monotonic()
 
@@ -130,6 +133,7 @@ class JobWatcher:
         for thread in self._threads:
             thread.join(timeout=10)
         self.outcome.returncode = self.process.returncode
+        self.outcome.blamed |= self.verdicts or self.guesses
         return self.outcome
 
 

@@ -17,6 +17,7 @@ from test_peer_failures import LiveJob
 
 RUN_PY = pretend_cluster.mpi_harness.REPO_ROOT / "python" / "lockstep" / "run.py"
 SCRIPT = pretend_cluster.mpi_harness.SCRIPTS_DIR / "elastic_torch_train.py"
+KERAS_SCRIPT = pretend_cluster.mpi_harness.SCRIPTS_DIR / "elastic_keras_train.py"
 PEER_TIMEOUT = 4
 
 
@@ -53,14 +54,14 @@ class ElasticRun:
         self.cluster.kill_processes()
 
 
-def kill_ranks(cluster, host_index):
+def kill_ranks(cluster, host_index, script=SCRIPT):
     """SIGKILLs the training processes on one pretend host; returns how many."""
     namespace = cluster.namespaces[host_index]
     pids = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True).stdout.split()
     killed = 0
     for pid in pids:
         try:
-            if SCRIPT.name in Path(f"/proc/{pid}/cmdline").read_text():
+            if script.name in Path(f"/proc/{pid}/cmdline").read_text():
                 os.kill(int(pid), signal.SIGKILL)
                 killed += 1
         except (OSError, ValueError):
@@ -80,10 +81,10 @@ def result(output):
     return json.loads(lines[-1])
 
 
-def reference(membership):
+def reference(membership, program=(str(SCRIPT),)):
     """The uninterrupted run with the same membership history, in one process."""
     spec = ",".join(f"{size}@{commits}" for size, commits in membership)
-    run = subprocess.run([sys.executable, str(SCRIPT), "--reference", spec], capture_output=True, text=True,
+    run = subprocess.run([sys.executable, *program, "--reference", spec], capture_output=True, text=True,
                          timeout=120, env=pretend_cluster.mpi_harness.child_environment({}))
     assert run.returncode == 0, run.stderr
     return result(run.stdout)

@@ -93,3 +93,23 @@ def test_job_grows_when_discovery_reports_more_slots(tmp_path, built_extension):
     assert [size for size, _ in sizes] == ["2", "3"] and int(sizes[1][1]) >= 1, run.stdout + run.stderr
     assert "rank 2 host" in run.stdout, run.stdout
     assert not any((tmp_path / "commits").rglob("commit-*")), "commits left behind after the job finished"
+
+
+def test_job_output_names_the_lost_hosts():
+    from lockstep import run_elastic
+
+    lines = [
+        "[lockstep-elastic] ready rank 0",
+        "[lockstep-elastic] rank 4 exits (76): peer lost: rank 0 on node1 did not respond within 4 s "
+        "(LOCKSTEP_PEER_TIMEOUT_SECONDS) (rank 0 coordinates negotiation): frozen, ...",
+        "[lockstep-elastic] rank 1 exits (76): peer lost: ranks 2, 3 on node2; rank 5 on node4 did not respond "
+        "within 4 s (LOCKSTEP_PEER_TIMEOUT_SECONDS), as rank 0 found: frozen, ...",
+    ]
+    script = "; ".join(f"echo '{line}'" for line in lines)
+    script += "; echo 'mpirun noticed that process rank 6 with PID 0 on node node3 exited on signal 9 (Killed).' >&2"
+    watcher = run_elastic.JobWatcher(["sh", "-c", script + "; exit 76"], None)
+    outcome = watcher.finish()
+    assert outcome.returncode == 76 and outcome.peer_lost and not outcome.hosts_updated
+    # Rank 0's verdict wins over a rank that could only blame rank 0.
+    assert outcome.blamed == {"node2", "node3", "node4"}
+    assert watcher.ready == {0}

@@ -16,7 +16,8 @@ import sys
 
 from lockstep.common import basics
 from lockstep.common.elastic import environment, notification
-from lockstep.common.elastic.errors import HorovodInternalError, HostsUpdatedInterrupt
+from lockstep.common.elastic.errors import HostsUpdatedInterrupt
+from lockstep.common.exceptions import AbortedError, LockstepError
 from lockstep.common.elastic.store import CommitStore
 from lockstep.elastic_protocol import EXIT_HOSTS_UPDATED, EXIT_PEER_LOST
 
@@ -37,12 +38,24 @@ def run_fn(func, allgather_object):
             result = func(state, *args, **kwargs)
         except HostsUpdatedInterrupt:
             _leave(store, EXIT_HOSTS_UPDATED, f"hosts updated at commit {state._commit_number}")
-        except HorovodInternalError as error:
+        except Exception as error:
+            if not lost_peer(error):
+                raise
             _leave(store, EXIT_PEER_LOST, f"peer lost: {error}")
         _finish(store)
         return result
 
     return wrapper
+
+
+def lost_peer(error):
+    """Whether `error` means a collective failed because a peer was lost: lockstep's
+    AbortedError, TensorFlow's (what lockstep's TF kernels raise for it), or a plain
+    HorovodInternalError raised by the user. Other errors (a bug, a mismatch between
+    ranks) would fail again after a restart, so they end the job instead."""
+    if isinstance(error, AbortedError) or type(error) is LockstepError:
+        return True
+    return type(error).__name__ == "AbortedError" and type(error).__module__.startswith("tensorflow")
 
 
 def _resume(state, store, allgather_object):
