@@ -80,14 +80,12 @@ def test_failing_discovery_script_is_reported():
 def test_job_grows_when_discovery_reports_more_slots(tmp_path, built_extension):
     # localhost:2 becomes localhost:3 once training runs: the supervisor signals mpirun,
     # the ranks stop together at their next commit, and a 3-rank job finishes the epochs.
-    hosts = tmp_path / "hosts"
-    hosts.write_text("localhost:2\n")
-    grow = f"n=$(cat {hosts}); [ -e {tmp_path}/started ] && echo localhost:3 || echo $n"
-    marker = f"import pathlib; pathlib.Path('{tmp_path}/started').touch()"
-    run = launch(["-np", "2", "--host-discovery-script", grow, "--mpi-args", "--oversubscribe",
-                  sys.executable, "-c", f"{marker}; import runpy, sys; sys.argv = ['{SCRIPT}']; "
-                  f"runpy.run_path('{SCRIPT}', run_name='__main__')"], timeout=240,
-                 env={"LOCKSTEP_ELASTIC_COMMIT_DIR": str(tmp_path / "commits"), "LOCKSTEP_TEST_STEP_SECONDS": "0.2"})
+    started = tmp_path / "started"  # rank 0 makes it at its first step
+    grow = f"[ -e {started} ] && echo localhost:3 || echo localhost:2"
+    run = launch(["-np", "2", "--host-discovery-script", grow, "--mpi-args=--oversubscribe",
+                  sys.executable, str(SCRIPT)], timeout=240,
+                 env={"LOCKSTEP_ELASTIC_COMMIT_DIR": str(tmp_path / "commits"), "LOCKSTEP_TEST_STEP_SECONDS": "0.2",
+                      "LOCKSTEP_TEST_STARTED_FILE": str(started)})
     assert run.returncode == 0, run.stdout + run.stderr
     sizes = re.findall(r"\[train\] start size (\d+) commits (\d+)", run.stdout)
     assert [size for size, _ in sizes] == ["2", "3"] and int(sizes[1][1]) >= 1, run.stdout + run.stderr

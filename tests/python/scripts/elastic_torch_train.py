@@ -101,6 +101,8 @@ def run_elastic():
             state.trained = state.trained + hvd.allreduce(local, op=hvd.Sum, name="trained").numpy()
             if hvd.rank() == 0:
                 print(f"[train] size {hvd.size()} epoch {state.epoch} commits {state.commits}", flush=True)
+                if os.environ.get("LOCKSTEP_TEST_STARTED_FILE"):
+                    open(os.environ["LOCKSTEP_TEST_STARTED_FILE"], "a").close()
             time.sleep(STEP_SECONDS)
 
         def commit(self, state):

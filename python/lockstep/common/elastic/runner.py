@@ -12,6 +12,7 @@ everyone (Horovod's restore-then-sync, across the restart). Outside such a job,
 """
 
 import functools
+import os
 import sys
 
 from lockstep.common import basics
@@ -37,7 +38,10 @@ def run_fn(func, allgather_object):
             state.sync()
             result = func(state, *args, **kwargs)
         except HostsUpdatedInterrupt:
-            _leave(store, EXIT_HOSTS_UPDATED, f"hosts updated at commit {state._commit_number}")
+            # Every rank is alive: wait until all have their commit on file, since the
+            # first to exit ends the job.
+            _leave(store, EXIT_HOSTS_UPDATED, f"hosts updated at commit {state._commit_number}",
+                   lambda: allgather_object(None))
         except Exception as error:
             if not lost_peer(error):
                 raise
@@ -78,15 +82,20 @@ def _resume(state, store, allgather_object):
     state.on_reset()
 
 
-def _leave(store, code, reason):
+def _leave(store, code, reason, barrier=None):
     """Finish the commit in flight (it is what the next job resumes from), tell the
-    supervisor why, and end the process with the code it expects."""
+    supervisor why, and end the process with the code it expects. The process ends
+    at once (os._exit): the job is over either way, and tearing down the frameworks
+    and MPI took up to 10 s on a loaded machine, all of it added to the recovery."""
     try:
         store.flush()
+        if barrier is not None:
+            barrier()
     finally:
         environment.report(f"rank {environment.world_rank()} exits ({code}): {reason}")
         sys.stdout.flush()
-        sys.exit(code)
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def _finish(store):

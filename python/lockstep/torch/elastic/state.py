@@ -11,7 +11,7 @@ import torch
 
 from lockstep.common.elastic.state import ObjectState
 from lockstep.torch.elastic.sampler import ElasticSampler
-from lockstep.torch.mpi_ops import rank
+from lockstep.common.basics import rank
 from lockstep.torch.objects import broadcast_object
 from lockstep.torch.state_broadcast import broadcast_optimizer_state, broadcast_parameters
 
