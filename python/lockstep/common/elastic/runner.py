@@ -36,6 +36,8 @@ def run_fn(func, allgather_object):
         try:
             _resume(state, store, allgather_object)
             state.sync()
+            # Asked now: once a rank finishes and shuts down, the others' queries fail.
+            rank, local_rank = basics.rank(), basics.local_rank()
             result = func(state, *args, **kwargs)
         except HostsUpdatedInterrupt:
             # Every rank is alive: wait until all have their commit on file, since the
@@ -46,7 +48,7 @@ def run_fn(func, allgather_object):
             if not lost_peer(error):
                 raise
             _leave(store, EXIT_PEER_LOST, f"peer lost: {error}")
-        _finish(store)
+        _finish(store, rank, local_rank)
         return result
 
     return wrapper
@@ -98,10 +100,10 @@ def _leave(store, code, reason, barrier=None):
         os._exit(code)
 
 
-def _finish(store):
+def _finish(store, rank, local_rank):
     """Training ended: the commits are no longer needed."""
     store.flush()
-    if basics.local_rank() == 0:
+    if local_rank == 0:
         store.remove()
-    if basics.rank() == 0:
+    if rank == 0:
         environment.report("training finished")
