@@ -123,11 +123,11 @@ def run_elastic(mode):
 
     hvd = hvd_keras if mode == "fit" else hvd_tf
     hvd.init()
-    rank = hvd.rank()  # asked once: a rank that finishes first shuts lockstep down
+    rank, size = hvd.rank(), hvd.size()  # asked once: a rank that finishes first shuts lockstep down
     x, y = dataset()
     model = (run_fit if mode == "fit" else run_loop)(hvd, x, y)
     if rank == 0:
-        print("[result] " + json.dumps({"weights": model.get_weights()[0].flatten().tolist(), "size": hvd.size()}),
+        print("[result] " + json.dumps({"weights": model.get_weights()[0].flatten().tolist(), "size": size}),
               flush=True)
 
 
