@@ -18,6 +18,7 @@ the newest commit on its holder and syncing it to every rank.
 
 import argparse
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -100,11 +101,25 @@ def bench_recovery(rounds):
                     step = run.job.wait_for(r"\[train\] size 4 epoch \d+ commits (?P<rank>\d+)", 1, 120)
                     assert step, run.job.output()
                     results.append(next(iter(step.values()))[0] - killed_at)
-                    print(f"round {round_index + 1}: {results[-1]:.1f} s from the kill to the first step on 4 ranks",
-                          flush=True)
+                    print(f"round {round_index + 1}: {results[-1]:.1f} s from the kill to the first step on 4 ranks "
+                          f"({phases(run.job, killed_at)})", flush=True)
                 finally:
                     run.stop()
     print(f"recovery (kill -> first step after it), median of {rounds}: {statistics.median(results):.1f} s")
+
+
+def phases(job, killed_at):
+    """When the next job started, its last rank was ready (imports and init done) and it
+    resumed, in seconds after the kill."""
+    marks = {"next mpirun started": r"generation 1:", "all ranks ready": r"ready rank",
+             "state resumed": r"resuming from commit"}
+    found = {}
+    with job.changed:
+        for at, line in job.lines:
+            for name, pattern in marks.items():
+                if at >= killed_at and re.search(pattern, line):
+                    found[name] = at - killed_at  # the last match: the last rank to get ready
+    return ", ".join(f"{name} at {seconds:.1f} s" for name, seconds in found.items())
 
 
 def main():
