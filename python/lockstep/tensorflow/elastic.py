@@ -68,5 +68,7 @@ class TensorFlowState(ObjectState):
         super().load_snapshot(snapshot)
 
 
-__all__ = ["HorovodInternalError", "HostsUpdatedInterrupt", "ObjectState", "State", "TensorFlowKerasState",
-           "TensorFlowState", "run"]
+__all__ = [  # noqa: F822 (TensorFlowKerasState comes from __getattr__)
+    "HorovodInternalError", "HostsUpdatedInterrupt", "ObjectState", "State", "TensorFlowKerasState",
+    "TensorFlowState", "run",
+]

@@ -147,7 +147,8 @@ def run_reference(history):
 
     class World:
         def shares(self, sampler):
-            return [rank_indices(sampler.remaining_indices, r, sampler.num_replicas) for r in range(sampler.num_replicas)]
+            count = sampler.num_replicas
+            return [rank_indices(sampler.remaining_indices, r, count) for r in range(count)]
 
         def step(self, state, batches, inputs, targets):
             gradients = [local_gradient(model, inputs, targets, batch) for batch in batches]
