@@ -246,3 +246,6 @@ def supervise(args, env, build_command):
     except (ElasticError, run_discovery.DiscoveryError) as error:
         print(f"lockstep-run: error: {error}", file=sys.stderr, flush=True)
         return 1
+    except KeyboardInterrupt:  # the running job was stopped on the way out
+        print("lockstep-run: interrupted", file=sys.stderr, flush=True)
+        return 130

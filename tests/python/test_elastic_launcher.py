@@ -111,3 +111,10 @@ def test_job_output_names_the_lost_hosts():
     # Rank 0's verdict wins over a rank that could only blame rank 0.
     assert outcome.blamed == {"node2", "node3", "node4"}
     assert watcher.ready == {0}
+
+
+def test_elastic_script_runs_under_plain_mpirun(tmp_path, built_extension):
+    # Without the supervisor, hvd.elastic.run syncs and trains: commits stay in memory.
+    run = mpi_harness.run_ranks("elastic_torch_train.py", 2, timeout=240, env={"LOCKSTEP_TEST_STEP_SECONDS": "0"})
+    assert run.returncode == 0, run.describe()
+    assert "[result]" in run.stdout and "[lockstep-elastic]" not in run.stdout, run.describe()
