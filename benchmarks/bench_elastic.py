@@ -46,9 +46,10 @@ def bench_commit(rounds):
         parameter.grad = torch.ones_like(parameter)
     optimizer.step()
     state = hvd.elastic.TorchState(model, optimizer, epoch=0)
-    root = tempfile.mkdtemp(prefix="lockstep-bench-elastic-", dir="/dev/shm")
-    store = CommitStore(root, environment.job_id(), host=f"rank{hvd.rank()}")
-    state._store = store if hvd.rank() == 0 else None
+    # Rank 0 writes, as the one rank per host that writes in an elastic job.
+    root = tempfile.mkdtemp(prefix="lockstep-bench-elastic-", dir="/dev/shm") if hvd.rank() == 0 else None
+    store = CommitStore(root, environment.job_id()) if hvd.rank() == 0 else None
+    state._store = store
     times = {"save": [], "commit": [], "write": [], "resume": []}
     for _ in range(rounds):
         hvd.barrier()
@@ -59,7 +60,8 @@ def bench_commit(rounds):
         state.commit()
         committed = time.perf_counter()
         times["commit"].append(committed - started)
-        store.flush()
+        if store is not None:
+            store.flush()
         times["write"].append(time.perf_counter() - committed)
         hvd.barrier()
         started = time.perf_counter()
@@ -77,7 +79,7 @@ def bench_commit(rounds):
             print(f"  {what:<7} median {statistics.median(values) * 1e3:7.1f} ms   "
                   f"(min {min(values) * 1e3:.1f}, max {max(values) * 1e3:.1f})")
         store.remove()
-        os.rmdir(os.path.join(root))
+        os.rmdir(root)
 
 
 def bench_recovery(rounds):
