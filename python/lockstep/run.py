@@ -23,12 +23,17 @@ import sys
 from dataclasses import dataclass, field
 
 if __package__:
-    from . import run_hosts
-else:  # run or loaded as a file: take the parser beside it, not an installed lockstep's
-    _spec = importlib.util.spec_from_file_location(
-        "lockstep_run_hosts", os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_hosts.py"))
-    run_hosts = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(run_hosts)
+    from . import run_elastic, run_hosts
+else:  # run or loaded as a file: take the modules beside it, not an installed lockstep's
+    def _load_sibling(name):
+        spec = importlib.util.spec_from_file_location(
+            f"lockstep_{name}", os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    run_hosts = _load_sibling("run_hosts")
+    run_elastic = _load_sibling("run_elastic")
 
 # Environment variables every rank needs to find the same interpreter and libraries.
 FORWARDED_VARIABLES = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV")
@@ -89,9 +94,71 @@ def make_parser():
                         help="print the mpirun command and exit without running it")
     parser.add_argument("--check-build", action="store_true",
                         help="show which backends and frameworks are available, then exit")
+    add_elastic_arguments(parser)
     parser.add_argument("command", nargs=argparse.REMAINDER,
                         help="the program to run on every rank, with its arguments")
     return parser
+
+
+def add_elastic_arguments(parser):
+    """Horovod's elastic flags: with --host-discovery-script, lockstep-run supervises a
+    sequence of mpirun jobs (see run_elastic.py)."""
+    elastic = parser.add_argument_group("elastic training (Horovod's flags)")
+    elastic.add_argument("--host-discovery-script", metavar="SCRIPT",
+                         help="command printing the usable hosts as host:slots lines; makes the job "
+                         "elastic (polled about once a second)")
+    elastic.add_argument("--min-np", "--min-num-proc", dest="min_np", type=int, metavar="N",
+                         help="fewest ranks to train with (default: -np)")
+    elastic.add_argument("--max-np", "--max-num-proc", dest="max_np", type=int, metavar="N",
+                         help="most ranks to train with (default: every slot discovered)")
+    elastic.add_argument("--reset-limit", type=int, metavar="N",
+                         help="end the job after this many restarts (default: no limit)")
+    elastic.add_argument("--elastic-timeout", type=float, metavar="SECONDS",
+                         default=float(os.environ.get("HOROVOD_ELASTIC_TIMEOUT", 600)),
+                         help="how long to wait for --min-np slots before failing (default 600)")
+    elastic.add_argument("--blacklist-cooldown-range", type=int, nargs=2, metavar=("MIN", "MAX"),
+                         help="let a failed host back after MIN..MAX seconds, doubling per failure "
+                         "(default: blacklisted for good)")
+
+
+def validate_elastic(args):
+    if not args.host_discovery_script:
+        if any(value is not None for value in (args.min_np, args.max_np, args.reset_limit,
+                                               args.blacklist_cooldown_range)):
+            raise LaunchError("--min-np, --max-np, --reset-limit and --blacklist-cooldown-range need "
+                              "--host-discovery-script")
+        return
+    if args.hosts or args.hostfile or args.launcher != "mpirun":
+        raise LaunchError("--host-discovery-script decides the hosts: drop -H/--hostfile/--launcher srun")
+    for name in ("num_proc", "min_np", "max_np"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise LaunchError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    if args.min_np and args.max_np and args.min_np > args.max_np:
+        raise LaunchError(f"--min-np {args.min_np} is larger than --max-np {args.max_np}")
+    if args.reset_limit is not None and args.reset_limit < 0:
+        raise LaunchError("--reset-limit must be >= 0")
+    if not args.elastic_timeout > 0:
+        raise LaunchError("--elastic-timeout must be > 0")
+    low_high = args.blacklist_cooldown_range
+    if low_high and not 0 <= low_high[0] <= low_high[1]:
+        raise LaunchError("--blacklist-cooldown-range MIN MAX needs 0 <= MIN <= MAX")
+
+
+def run_supervised(args, env):
+    """An elastic run: mpirun jobs on the hosts discovered, restarted on changes."""
+    mpirun = find_launcher(args, env)
+
+    def build_command(assignment, num_proc, job_env):
+        job_args = argparse.Namespace(**vars(args))
+        job_args.hosts, job_args.num_proc = run_hosts.format_host_list(assignment), num_proc
+        job_args.no_slurm = True
+        launch = build_mpirun_command(job_args, job_env, mpirun=mpirun)
+        if args.verbose:
+            print(shell_line(launch), file=sys.stderr, flush=True)
+        return launch.command, launch.env
+
+    return run_elastic.supervise(args, env, build_command)
 
 
 def parse_args(argv):
@@ -110,10 +177,11 @@ def validate(args, env=None):
                           "SLURM_JOB_NODELIST are not set)")
     if args.launcher == "srun" and (args.hosts or args.hostfile):
         raise LaunchError("--launcher srun places ranks on the allocation's nodes: drop -H/--hostfile")
-    if args.num_proc is None:
+    validate_elastic(args)
+    if args.num_proc is None and not args.host_discovery_script:
         if not (args.hosts or args.hostfile or uses_slurm(args, env)):
             raise LaunchError("-np is required: how many processes to start")
-    elif args.num_proc < 1:
+    elif args.num_proc is not None and args.num_proc < 1:
         raise LaunchError(f"-np must be at least 1, got {args.num_proc}")
     if not args.command:
         raise LaunchError("no command given: e.g. lockstep-run -np 2 python train.py")
@@ -284,6 +352,10 @@ def run(argv):
         return 0
     env = dict(os.environ)
     validate(args, env)
+    if args.host_discovery_script:
+        if args.dry_run:
+            raise LaunchError("--dry-run shows one mpirun command; an elastic run starts one per membership")
+        return run_supervised(args, env)
     if args.dry_run:
         print(shell_line(build_mpirun_command(args, env)))
         return 0

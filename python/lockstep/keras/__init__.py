@@ -15,8 +15,10 @@ resume with load_model plus BroadcastGlobalVariablesCallback.
 """
 
 from lockstep.common.api import *  # noqa: F401,F403 (the shared public names)
+from lockstep.keras.backup import BroadcastInitialEpochCallback
 from lockstep.keras.callbacks import BroadcastGlobalVariablesCallback, MetricAverageCallback
 from lockstep.keras.collectives import allgather, allreduce, broadcast
+from lockstep.keras import elastic  # noqa: F401 (hvd.elastic, as in Horovod)
 from lockstep.keras.compression import Compression
 from lockstep.keras.learning_rate import LearningRateScheduleCallback, LearningRateWarmupCallback
 from lockstep.keras.optimizer import DistributedOptimizer

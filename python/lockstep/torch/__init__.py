@@ -20,6 +20,7 @@ from lockstep.torch.autograd import (
     reducescatter,
 )
 from lockstep.torch.build_info import ccl_built, ddl_built, gloo_built, gloo_enabled, rocm_built
+from lockstep.torch import elastic  # noqa: F401 (hvd.elastic, as in Horovod)
 from lockstep.torch.compression import Compression
 from lockstep.torch.mpi_ops import (
     allgather_async,

@@ -1,0 +1,43 @@
+"""What the elastic supervisor tells its workers, through LOCKSTEP_ELASTIC_* variables."""
+
+import os
+import sys
+
+from lockstep.elastic_protocol import COMMIT_DIR_VARIABLE, GENERATION_VARIABLE, JOB_ID_VARIABLE, REPORT_PREFIX
+
+
+def supervised():
+    """True inside a job started by `lockstep-run --host-discovery-script ...`."""
+    return bool(os.environ.get(JOB_ID_VARIABLE))
+
+
+def job_id():
+    return os.environ.get(JOB_ID_VARIABLE, "")
+
+
+def generation():
+    """0 for the first mpirun job of an elastic run, then 1, 2, ... per restart."""
+    try:
+        return int(os.environ.get(GENERATION_VARIABLE, "0"))
+    except ValueError:
+        return 0
+
+
+def commit_root():
+    """Where committed state lives on each host: local tmpfs by default, so it survives
+    the process but costs no disk write."""
+    base = os.environ.get(COMMIT_DIR_VARIABLE)
+    if base:
+        return base
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") else os.environ.get("TMPDIR", "/tmp")
+    return os.path.join(shm, f"lockstep-elastic-{os.geteuid()}")
+
+
+def world_rank():
+    # Open MPI's variable: usable before init() and after a failed shutdown.
+    return int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+
+
+def report(message):
+    """One line for the supervisor, which reads the job's output."""
+    print(f"{REPORT_PREFIX} {message}", file=sys.stdout, flush=True)

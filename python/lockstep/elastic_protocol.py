@@ -1,0 +1,14 @@
+"""What an elastic worker and `lockstep-run`'s elastic supervisor agree on: exit codes,
+report lines and environment variables. Plain constants, no imports, so the launcher
+loads it without the compiled core."""
+
+# sysexits' EX_TEMPFAIL and the next one: outside what Python (1) or a signal (128+n) give.
+EXIT_HOSTS_UPDATED = 75  # every rank stopped at the same commit: hosts changed
+EXIT_PEER_LOST = 76  # a collective failed because a peer was lost: resume from the last commit
+
+# Lines a worker prints for the supervisor, which reads the job's output through mpirun.
+REPORT_PREFIX = "[lockstep-elastic]"
+
+JOB_ID_VARIABLE = "LOCKSTEP_ELASTIC_JOB_ID"
+GENERATION_VARIABLE = "LOCKSTEP_ELASTIC_GENERATION"
+COMMIT_DIR_VARIABLE = "LOCKSTEP_ELASTIC_COMMIT_DIR"

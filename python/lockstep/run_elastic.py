@@ -1,0 +1,251 @@
+"""`lockstep-run --host-discovery-script`: the elastic supervisor.
+
+Open MPI as installed cannot shrink a job after a failure (no ULFM): a dead rank
+ends the mpirun job. So the supervisor runs the training as a sequence of mpirun
+jobs ("generations"). It polls the discovery script about once a second, starts
+mpirun on the usable hosts, and
+- on a change of hosts, signals mpirun (SIGUSR1: hosts added, SIGUSR2: removed),
+  which forwards the signal to every rank; the ranks stop together at their next
+  commit (exit code 75) and the next job starts on the new hosts;
+- on a lost peer (a rank's exit code 76, or mpirun reporting a rank killed by a
+  signal), blacklists the hosts named and starts the next job without them;
+each next job resumes from the newest commit a surviving host holds. Every restart
+counts against --reset-limit; fewer than --min-np slots for --elastic-timeout
+seconds ends the run.
+"""
+
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+if __package__:
+    from . import elastic_protocol as protocol
+    from . import run_discovery
+else:  # run.py loaded as a file: take the modules beside it
+    import importlib.util
+
+    def _load(name):
+        spec = importlib.util.spec_from_file_location(
+            f"lockstep_{name}", os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    protocol = _load("elastic_protocol")
+    run_discovery = _load("run_discovery")
+
+POLL_SECONDS = 1.0
+# After the first rank reports that it leaves, mpirun gets this long to end the job
+# by itself; a host that is cut off can keep it waiting for good.
+END_GRACE_SECONDS = 10.0
+
+_KILLED = re.compile(r"on node (\S+) exited on signal")
+_BLAMED = re.compile(r"ranks? [\d, ]+ on ([^\s;]+)")
+
+
+class ElasticError(Exception):
+    """Why the elastic run ended unsuccessfully; one line for the user."""
+
+
+@dataclass
+class JobOutcome:
+    returncode: int
+    finished: bool = False
+    hosts_updated: bool = False
+    peer_lost: bool = False
+    blamed: set = field(default_factory=set)
+
+
+class JobWatcher:
+    """One mpirun job: its output echoed and read for the workers' reports."""
+
+    def __init__(self, command, env):
+        self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True, start_new_session=True)
+        self.lock = threading.Lock()
+        self.ready = set()
+        self.outcome = JobOutcome(returncode=None)
+        self.verdicts, self.guesses = set(), set()
+        self.first_exit_report = None
+        self._threads = [threading.Thread(target=self._read, args=(stream, echo), daemon=True)
+                         for stream, echo in ((self.process.stdout, sys.stdout), (self.process.stderr, sys.stderr))]
+        for thread in self._threads:
+            thread.start()
+
+    def _read(self, stream, echo):
+        for line in stream:
+            echo.write(line)
+            echo.flush()
+            self._note(line)
+
+    def _note(self, line):
+        with self.lock:
+            killed = _KILLED.search(line)
+            if killed:
+                self.outcome.peer_lost = True
+                self.outcome.blamed.add(killed.group(1))
+            if protocol.REPORT_PREFIX not in line:
+                return
+            report = line.split(protocol.REPORT_PREFIX, 1)[1]
+            ready = re.search(r"ready rank (\d+)", report)
+            if ready:
+                self.ready.add(int(ready.group(1)))
+            if "training finished" in report:
+                self.outcome.finished = True
+            if f"({protocol.EXIT_HOSTS_UPDATED})" in report:
+                self.outcome.hosts_updated = True
+            if f"({protocol.EXIT_PEER_LOST})" in report:
+                self.outcome.peer_lost = True
+                # Rank 0 finds which ranks went silent and tells the others ("as rank 0
+                # found"); a rank that did not hear from rank 0 can only name rank 0.
+                from_rank_0 = "as rank 0 found" in report or re.match(r"\s*rank 0 exits", report)
+                hosts = set(_BLAMED.findall(report.split("peer lost:", 1)[-1]))
+                (self.verdicts if from_rank_0 else self.guesses).update(hosts)
+            if "exits (" in report and self.first_exit_report is None:
+                self.first_exit_report = time.monotonic()
+
+    def signal(self, signum):
+        if self.process.poll() is None:
+            self.process.send_signal(signum)
+
+    def stop(self):
+        """End mpirun and everything it started here (SIGTERM, then SIGKILL)."""
+        for signum, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 30)):
+            if self.process.poll() is not None:
+                break
+            try:
+                os.killpg(self.process.pid, signum)
+            except ProcessLookupError:
+                break
+            try:
+                self.process.wait(timeout=wait)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def finish(self):
+        self.process.wait()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        self.outcome.returncode = self.process.returncode
+        self.outcome.blamed |= self.verdicts or self.guesses
+        return self.outcome
+
+
+class Supervisor:
+    def __init__(self, args, env, build_command, log=None):
+        self.args = args
+        self.env = env
+        self.build_command = build_command  # (hosts, num_proc, env) -> (argv, env)
+        self.log = log or (lambda message: print(f"lockstep-run: {message}", file=sys.stderr, flush=True))
+        cooldown = tuple(args.blacklist_cooldown_range) if args.blacklist_cooldown_range else None
+        self.hosts = run_discovery.HostManager(
+            lambda: run_discovery.run_discovery_script(args.host_discovery_script),
+            run_discovery.Blacklist(cooldown))
+        self.min_np = args.min_np or args.num_proc or 1
+        self.max_np = args.max_np
+        self.timeout = args.elastic_timeout
+        self.job_id = secrets.token_hex(8)
+        self.resets = 0
+
+    def run(self):
+        generation, previous = 0, None
+        while True:
+            # As Horovod: the first job waits for -np slots, later ones for --min-np.
+            assignment = self.wait_for_slots(max(self.min_np, self.args.num_proc or 0) if generation == 0
+                                             else self.min_np)
+            if previous and not {h for h, _ in previous} & {h for h, _ in assignment}:
+                raise ElasticError("no host of the previous job is left, so no committed state can be "
+                                   f"carried over (previous: {_describe(previous)}; now: {_describe(assignment)})")
+            outcome = self.run_generation(assignment, generation)
+            if outcome.returncode == 0 and not (outcome.hosts_updated or outcome.peer_lost):
+                return 0
+            if not (outcome.hosts_updated or outcome.peer_lost):
+                raise ElasticError(f"the training script failed (mpirun exit status {outcome.returncode}) "
+                                   "without a lost host or a change of hosts; see its output above")
+            for host in sorted(outcome.blamed):
+                delay = self.hosts.blacklist.add(host)
+                self.log(f"blacklisting {host}" + ("" if delay == float("inf") else f" for {delay:.0f} s"))
+            if self.args.reset_limit is not None and self.resets >= self.args.reset_limit:
+                reason = "a lost host" if outcome.peer_lost else "a change of hosts"
+                raise ElasticError(f"the job has been reset {self.resets} times and needs another reset after "
+                                   f"{reason}, exceeding --reset-limit {self.args.reset_limit}")
+            self.resets += 1
+            previous, generation = assignment, generation + 1
+
+    def wait_for_slots(self, needed):
+        """The next job's hosts, once at least `needed` slots are usable."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            self.hosts.refresh()
+            available = self.hosts.available()
+            count = sum(slots for _, slots in available)
+            if count >= needed:
+                return run_discovery.assign(available, self.max_np)
+            if time.monotonic() >= deadline:
+                blacklisted = self.hosts.blacklist.hosts()
+                raise ElasticError(
+                    f"timed out after {self.timeout:g} s (--elastic-timeout) waiting for {needed} slots "
+                    f"(-np/--min-np): {needed - count} missing; available: {_describe(available) or 'none'}"
+                    + (f"; blacklisted after failures: {', '.join(blacklisted)}" if blacklisted else ""))
+            time.sleep(POLL_SECONDS)
+
+    def run_generation(self, assignment, generation):
+        num_proc = sum(slots for _, slots in assignment)
+        env = dict(self.env)
+        env[protocol.JOB_ID_VARIABLE] = self.job_id
+        env[protocol.GENERATION_VARIABLE] = str(generation)
+        command, env = self.build_command(assignment, num_proc, env)
+        self.log(f"generation {generation}: {num_proc} ranks on {_describe(assignment)}")
+        job = JobWatcher(command, env)
+        try:
+            self.watch(job, assignment, num_proc)
+        finally:
+            job.stop()
+        return job.finish()
+
+    def watch(self, job, assignment, num_proc):
+        notified = None
+        while job.process.poll() is None:
+            time.sleep(POLL_SECONDS)
+            if job.first_exit_report is not None and time.monotonic() - job.first_exit_report > END_GRACE_SECONDS:
+                self.log("mpirun did not end after its ranks left; stopping it")
+                return
+            try:
+                self.hosts.refresh()
+            except run_discovery.DiscoveryError as error:
+                self.log(f"warning: {error}")  # transient: the job goes on with its hosts
+                continue
+            wanted = run_discovery.assign(self.hosts.available(), self.max_np)
+            if sum(s for _, s in wanted) < self.min_np:
+                wanted = []
+            if wanted == assignment or wanted == notified or len(job.ready) < num_proc:
+                continue
+            current = dict(assignment)
+            removed = any(dict(wanted).get(host, 0) < slots for host, slots in current.items())
+            self.log(f"hosts changed ({_describe(wanted) or 'too few slots'}): asking the ranks to stop "
+                     "at their next commit")
+            job.signal(signal.SIGUSR2 if removed else signal.SIGUSR1)
+            notified = wanted
+
+
+def _describe(hosts):
+    return ",".join(f"{host}:{slots}" for host, slots in hosts)
+
+
+def supervise(args, env, build_command):
+    """Run the elastic job; the exit status for lockstep-run."""
+    supervisor = Supervisor(args, env, build_command)
+    try:
+        return supervisor.run()
+    except (ElasticError, run_discovery.DiscoveryError) as error:
+        print(f"lockstep-run: error: {error}", file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:  # the running job was stopped on the way out
+        print("lockstep-run: interrupted", file=sys.stderr, flush=True)
+        return 130

@@ -1,0 +1,82 @@
+"""Elastic torch training on the pretend cluster (node1:2, node2:2, node3:1).
+
+lockstep-run --host-discovery-script supervises mpirun jobs: a lost host (its ranks
+SIGKILLed, or its link cut) ends a job, the next one resumes on the other hosts from
+the newest commit; a discovered host joins at the next commit. Each test compares
+the final weights and each sample's training count with the same training run in
+one process with the same membership history (elastic_cluster.reference).
+"""
+
+import re
+
+import pytest
+
+import elastic_cluster
+from elastic_cluster import ElasticRun, assert_matches_reference, kill_ranks
+
+ALL_HOSTS = ["node1:2", "node2:2", "node3:1"]
+
+
+@pytest.fixture
+def elastic(cluster, tmp_path):
+    runs = []
+
+    def start(hosts, launcher_args=("--min-np", "2"), **kwargs):
+        run = ElasticRun(cluster, tmp_path, hosts, launcher_args, **kwargs)
+        runs.append(run)
+        return run
+
+    yield start
+    for run in runs:
+        run.stop()
+
+
+def test_host_killed_mid_epoch_resumes_on_the_others(elastic):
+    run = elastic(ALL_HOSTS)
+    run.wait_for_progress(size=5, commits=2)
+    assert kill_ranks(run.cluster, 1) == 2
+    code, output = run.finish()
+    assert code == 0, output
+    assert "blacklisting node2" in output, output
+    membership = assert_matches_reference(output, [5, 3])
+    assert membership[1][1] >= 2, output  # resumed from a commit, not from scratch
+    assert "training finished" in output, output
+
+
+def test_host_cut_off_resumes_on_the_others(elastic):
+    run = elastic(ALL_HOSTS)
+    try:
+        run.wait_for_progress(size=5, commits=2)
+        run.cluster.set_link(2, False)
+        code, output = run.finish()
+    finally:
+        run.cluster.set_link(2, True)
+    assert code == 0, output
+    assert "rank 4 on node3 did not respond" in output and "blacklisting node3" in output, output
+    assert_matches_reference(output, [5, 4])
+
+
+def test_added_host_joins_at_the_next_commit_and_takes_its_share(elastic):
+    run = elastic(ALL_HOSTS[:2])
+    run.wait_for_progress(size=4, commits=2)
+    run.set_hosts(ALL_HOSTS)
+    code, output = run.finish()
+    assert code == 0, output
+    assert "hosts changed (node1:2,node2:2,node3:1)" in output, output
+    assert "blacklisting" not in output, output
+    assert_matches_reference(output, [4, 5])
+    share = re.search(r"\[share\] rank 4 host node3 trained (\d+)", output)
+    assert share and int(share.group(1)) > 0, output
+
+
+def test_failures_beyond_the_reset_limit_end_the_job(elastic):
+    run = elastic(ALL_HOSTS, ("--min-np", "2", "--reset-limit", "1"))
+    run.wait_for_progress(size=5, commits=1)
+    assert kill_ranks(run.cluster, 2) == 1
+    run.wait_for_progress(size=4, commits=r"\d+")
+    assert kill_ranks(run.cluster, 1) == 2
+    code, output = run.finish()
+    assert code != 0, output
+    assert "the job has been reset 1 times and needs another reset after a lost host, exceeding --reset-limit 1" \
+        in output, output
+    assert elastic_cluster.history(output)[:2] == [(5, 0), (4, elastic_cluster.history(output)[1][1])], output
