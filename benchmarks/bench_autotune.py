@@ -10,10 +10,9 @@ CSV.
 
 import os
 
-import numpy as np
-
 import gradient_set
 import harness
+import numpy as np
 
 
 def add_arguments(parser):
@@ -30,8 +29,16 @@ def run(args, ctx):
     autotune = os.environ.get("LOCKSTEP_AUTOTUNE") == "1"
     row = dict(harness.summarize(samples), variant="autotuned" if autotune else "default settings")
     ctx.log(f"{row['variant']}: steady median {row['median_s'] * 1e3:.1f} ms after {tune_steps} steps")
-    ctx.write_json(args.out, {"benchmark": "autotune", "tune_steps": tune_steps, "steps": steps,
-                              "rows": [row], "raw_steps_s": np.asarray(samples).tolist()})
+    ctx.write_json(
+        args.out,
+        {
+            "benchmark": "autotune",
+            "tune_steps": tune_steps,
+            "steps": steps,
+            "rows": [row],
+            "raw_steps_s": np.asarray(samples).tolist(),
+        },
+    )
 
 
 def main():

@@ -11,12 +11,11 @@ and busbw = algbw * 2(n-1)/n, as nccl-tests defines them.
 
 import gc
 
+import harness
 import numpy as np
 import torch
 import torch.distributed as dist
 from mpi4py import MPI
-
-import harness
 
 MIB = 1 << 20
 # From 64 KiB, where the many-core bandwidth target starts, to 256 MiB.
@@ -72,7 +71,9 @@ def run(args, ctx):
         samples = harness.run_interleaved(ctx, variants, rounds, reps, warmup=1)
         new_rows = [bandwidth_row(ctx, size_bytes, name, seconds) for name, seconds in samples.items()]
         rows += new_rows
-        ctx.log(f"{size_bytes / MIB:g} MiB: " + ", ".join(f"{r['variant']} {r['busbw_GBps']:.2f} GB/s" for r in new_rows))
+        ctx.log(
+            f"{size_bytes / MIB:g} MiB: " + ", ".join(f"{r['variant']} {r['busbw_GBps']:.2f} GB/s" for r in new_rows)
+        )
         del variants, samples
         gc.collect()  # release this size's buffers before allocating the next
     ctx.write_json(args.out, {"benchmark": "bandwidth", "rows": rows})

@@ -32,11 +32,11 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 def bench_commit(rounds):
     os.environ.setdefault("LOCKSTEP_ELASTIC_JOB_ID", f"bench{os.getppid()}")
     import torch
+    from resnet50_model import ResNet50
 
     import lockstep.torch as hvd
     from lockstep.common.elastic import environment
     from lockstep.common.elastic.store import CommitStore
-    from resnet50_model import ResNet50
 
     torch.set_num_threads(1)
     hvd.init()
@@ -73,11 +73,15 @@ def bench_commit(rounds):
     if hvd.rank() == 0:
         size = sum(os.path.getsize(os.path.join(store.directory, name)) for name in os.listdir(store.directory))
         size /= len(os.listdir(store.directory))
-        print(f"ResNet-50 + SGD momentum state, {hvd.size()} ranks, {rounds} rounds; commit file "
-              f"{size / 2**20:.0f} MiB on /dev/shm")
+        print(
+            f"ResNet-50 + SGD momentum state, {hvd.size()} ranks, {rounds} rounds; commit file "
+            f"{size / 2**20:.0f} MiB on /dev/shm"
+        )
         for what, values in times.items():
-            print(f"  {what:<7} median {statistics.median(values) * 1e3:7.1f} ms   "
-                  f"(min {min(values) * 1e3:.1f}, max {max(values) * 1e3:.1f})")
+            print(
+                f"  {what:<7} median {statistics.median(values) * 1e3:7.1f} ms   "
+                f"(min {min(values) * 1e3:.1f}, max {max(values) * 1e3:.1f})"
+            )
         store.remove()
         os.rmdir(root)
 
@@ -94,8 +98,13 @@ def bench_recovery(rounds):
     with pretend_cluster.PretendCluster([2, 2, 1]) as cluster:
         for round_index in range(rounds):
             with tempfile.TemporaryDirectory() as tmp:
-                run = elastic_cluster.ElasticRun(cluster, Path(tmp), ["node1:2", "node2:2", "node3:1"],
-                                                 ("--min-np", "2"), env={"LOCKSTEP_TEST_STEP_SECONDS": "0.1"})
+                run = elastic_cluster.ElasticRun(
+                    cluster,
+                    Path(tmp),
+                    ["node1:2", "node2:2", "node3:1"],
+                    ("--min-np", "2"),
+                    env={"LOCKSTEP_TEST_STEP_SECONDS": "0.1"},
+                )
                 try:
                     run.wait_for_progress(size=5, commits=2)
                     killed_at = time.monotonic()
@@ -103,8 +112,11 @@ def bench_recovery(rounds):
                     step = run.job.wait_for(r"\[train\] size 4 epoch \d+ commits (?P<rank>\d+)", 1, 120)
                     assert step, run.job.output()
                     results.append(next(iter(step.values()))[0] - killed_at)
-                    print(f"round {round_index + 1}: {results[-1]:.1f} s from the kill to the first step on 4 ranks "
-                          f"({phases(run.job, killed_at)})", flush=True)
+                    print(
+                        f"round {round_index + 1}: {results[-1]:.1f} s from the kill to the first step on 4 ranks "
+                        f"({phases(run.job, killed_at)})",
+                        flush=True,
+                    )
                 finally:
                     run.stop()
     print(f"recovery (kill -> first step after it), median of {rounds}: {statistics.median(results):.1f} s")
@@ -113,8 +125,11 @@ def bench_recovery(rounds):
 def phases(job, killed_at):
     """When the next job started, its last rank was ready (imports and init done) and it
     resumed, in seconds after the kill."""
-    marks = {"next mpirun started": r"generation 1:", "all ranks ready": r"ready rank",
-             "state resumed": r"resuming from commit"}
+    marks = {
+        "next mpirun started": r"generation 1:",
+        "all ranks ready": r"ready rank",
+        "state resumed": r"resuming from commit",
+    }
     found = {}
     with job.changed:
         for at, line in job.lines:

@@ -30,12 +30,31 @@ OVERHEAD = 0.03  # DistributedOptimizer step <= plain step + 3% at 1 rank
 
 def run_worker(ranks, out_path, quick, timeout_s):
     env = {name: value for name, value in os.environ.items() if not name.startswith(("LOCKSTEP_", "HOROVOD_"))}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.join(REPO_ROOT, "python"), BENCH_DIR,
-                                                    env.get("PYTHONPATH")) if p)
-    env.update(NCCL_SOCKET_IFNAME="lo", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               TORCH_CPP_LOG_LEVEL="ERROR")
-    command = ["mpirun", "-np", str(ranks), "--oversubscribe", "--bind-to", "none", "bash", "-c", PER_RANK_ENV,
-               "rank", sys.executable, os.path.join(BENCH_DIR, "gpu_bench_worker.py"), "--out", out_path]
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (os.path.join(REPO_ROOT, "python"), BENCH_DIR, env.get("PYTHONPATH")) if p
+    )
+    env.update(
+        NCCL_SOCKET_IFNAME="lo",
+        OMPI_ALLOW_RUN_AS_ROOT="1",
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+        TORCH_CPP_LOG_LEVEL="ERROR",
+    )
+    command = [
+        "mpirun",
+        "-np",
+        str(ranks),
+        "--oversubscribe",
+        "--bind-to",
+        "none",
+        "bash",
+        "-c",
+        PER_RANK_ENV,
+        "rank",
+        sys.executable,
+        os.path.join(BENCH_DIR, "gpu_bench_worker.py"),
+        "--out",
+        out_path,
+    ]
     if quick:
         command.append("--quick")
     print(f"== {ranks} rank(s): {' '.join(command)}", flush=True)
@@ -74,53 +93,84 @@ def verdict(ok):
 def allreduce_section(result):
     ranks = result["ranks"]
     bw = "busbw" if ranks > 1 else "algbw"
-    lines = [f"### Allreduce, {ranks} rank{'s' if ranks > 1 else ''} (float32 Sum, in place)", "",
-             f"| size | lockstep | torch.distributed | ratio | lockstep {bw} | torch {bw} |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        f"### Allreduce, {ranks} rank{'s' if ranks > 1 else ''} (float32 Sum, in place)",
+        "",
+        f"| size | lockstep | torch.distributed | ratio | lockstep {bw} | torch {bw} |",
+        "|---|---|---|---|---|---|",
+    ]
     targets = []
     for row in result["allreduce"]:
         ours, theirs = row["lockstep"], row["torch.distributed"]
-        lines.append(f"| {size_label(row['bytes'])} | {ours * 1e6:.1f} us | {theirs * 1e6:.1f} us | "
-                     f"{ours / theirs:.2f}x | {busbw(row['bytes'], ours, ranks):.2f} GB/s | "
-                     f"{busbw(row['bytes'], theirs, ranks):.2f} GB/s |")
+        lines.append(
+            f"| {size_label(row['bytes'])} | {ours * 1e6:.1f} us | {theirs * 1e6:.1f} us | "
+            f"{ours / theirs:.2f}x | {busbw(row['bytes'], ours, ranks):.2f} GB/s | "
+            f"{busbw(row['bytes'], theirs, ranks):.2f} GB/s |"
+        )
     small = [row for row in result["allreduce"] if row["bytes"] <= 1024]
     if small:
         worst = max(row["lockstep"] / row["torch.distributed"] for row in small)
-        targets.append((f"small-op latency (<= 1 KiB) at {ranks} rank(s) <= {LATENCY_RATIO}x torch.distributed",
-                        f"worst {worst:.2f}x", worst <= LATENCY_RATIO))
+        targets.append(
+            (
+                f"small-op latency (<= 1 KiB) at {ranks} rank(s) <= {LATENCY_RATIO}x torch.distributed",
+                f"worst {worst:.2f}x",
+                worst <= LATENCY_RATIO,
+            )
+        )
     large = [row for row in result["allreduce"] if row["bytes"] >= 64 << 20]
     if large:
         worst = min(row["torch.distributed"] / row["lockstep"] for row in large)
-        targets.append((f"{bw} from 64 MiB up at {ranks} rank(s) >= {BUSBW_RATIO}x torch.distributed",
-                        f"worst {worst:.3f}x", worst >= BUSBW_RATIO))
+        targets.append(
+            (
+                f"{bw} from 64 MiB up at {ranks} rank(s) >= {BUSBW_RATIO}x torch.distributed",
+                f"worst {worst:.3f}x",
+                worst >= BUSBW_RATIO,
+            )
+        )
     return lines, targets
 
 
 def gradients_section(result):
     row = result["gradients"]
     ours, theirs = row["lockstep (hooks)"], row["torch DDP"]
-    lines = [f"### ResNet-50 gradient set, {result['ranks']} rank(s): {row['tensors']} tensors, "
-             f"{row['bytes'] / 2**20:.1f} MiB", "",
-             "| variant | step (backward + reduction) |", "|---|---|",
-             f"| lockstep, allreduce_async_ from each gradient's hook | {ours * 1e3:.2f} ms |",
-             f"| torch DDP (its default 25 MiB buckets) | {theirs * 1e3:.2f} ms |"]
-    target = (f"gradient step at {result['ranks']} rank(s) no slower than DDP", f"{ours / theirs:.2f}x DDP",
-              ours <= theirs)
+    lines = [
+        f"### ResNet-50 gradient set, {result['ranks']} rank(s): {row['tensors']} tensors, "
+        f"{row['bytes'] / 2**20:.1f} MiB",
+        "",
+        "| variant | step (backward + reduction) |",
+        "|---|---|",
+        f"| lockstep, allreduce_async_ from each gradient's hook | {ours * 1e3:.2f} ms |",
+        f"| torch DDP (its default 25 MiB buckets) | {theirs * 1e3:.2f} ms |",
+    ]
+    target = (
+        f"gradient step at {result['ranks']} rank(s) no slower than DDP",
+        f"{ours / theirs:.2f}x DDP",
+        ours <= theirs,
+    )
     return lines, [target]
 
 
 def training_section(result):
     row = result["training"]
     plain = row["plain"]
-    lines = [f"### ResNet-50 training step, {result['ranks']} rank(s), batch {row['batch']} per rank", "",
-             "| variant | step | vs plain |", "|---|---|---|"]
+    lines = [
+        f"### ResNet-50 training step, {result['ranks']} rank(s), batch {row['batch']} per rank",
+        "",
+        "| variant | step | vs plain |",
+        "|---|---|---|",
+    ]
     for variant in ("plain", "DistributedOptimizer", "allreduce hooks", "torch DDP"):
         lines.append(f"| {variant} | {row[variant] * 1e3:.2f} ms | {row[variant] / plain - 1:+.1%} |")
     targets = []
     if result["ranks"] == 1:
         overhead = row["DistributedOptimizer"] / plain - 1
-        targets.append((f"DistributedOptimizer overhead at 1 rank <= {OVERHEAD:.0%} of the step", f"{overhead:+.1%}",
-                        overhead <= OVERHEAD))
+        targets.append(
+            (
+                f"DistributedOptimizer overhead at 1 rank <= {OVERHEAD:.0%} of the step",
+                f"{overhead:+.1%}",
+                overhead <= OVERHEAD,
+            )
+        )
     return lines, targets
 
 
@@ -128,40 +178,59 @@ def overlap_section(result):
     row = result["overlap"]
     hooked, late = row["hooks (overlap)"], row["after backward"]
     first, backward = row["first_reduction_done_ms"], row["backward_ms"]
-    lines = [f"### Backward overlapping the reduction, ResNet-50, {result['ranks']} rank(s), batch {row['batch']}",
-             "", "| variant | step |", "|---|---|",
-             f"| allreduce_async_ from each gradient's hook | {hooked * 1e3:.2f} ms |",
-             f"| the same allreduces started after backward | {late * 1e3:.2f} ms |", "",
-             f"On the GPU, backward took {backward:.1f} ms; the first gradient's reduction had finished "
-             f"by {first:.1f} ms after backward's start (an upper bound)."]
+    lines = [
+        f"### Backward overlapping the reduction, ResNet-50, {result['ranks']} rank(s), batch {row['batch']}",
+        "",
+        "| variant | step |",
+        "|---|---|",
+        f"| allreduce_async_ from each gradient's hook | {hooked * 1e3:.2f} ms |",
+        f"| the same allreduces started after backward | {late * 1e3:.2f} ms |",
+        "",
+        f"On the GPU, backward took {backward:.1f} ms; the first gradient's reduction had finished "
+        f"by {first:.1f} ms after backward's start (an upper bound).",
+    ]
     targets = []
     if result["ranks"] > 1:
-        targets.append((f"first reduction done before backward ends at {result['ranks']} ranks",
-                        f"{first:.1f} ms of {backward:.1f} ms", first < backward))
+        targets.append(
+            (
+                f"first reduction done before backward ends at {result['ranks']} ranks",
+                f"{first:.1f} ms of {backward:.1f} ms",
+                first < backward,
+            )
+        )
     return lines, targets
 
 
 def report(results, quick):
     machine = results[0]["machine"]
-    lines = ["# lockstep GPU benchmarks", "",
-             f"Written by `make gpu-bench` (benchmarks/bench_gpu.py{' --quick' if quick else ''}) on "
-             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", "",
-             f"- GPU: {machine['gpu']} ({machine['gpu_memory_gib']} GiB), {machine['gpus']} on the machine, "
-             f"{machine['cpus']} CPUs",
-             f"- torch {machine['torch']} (CUDA {machine['torch_cuda']}), its NCCL {machine['torch_nccl']}",
-             f"- lockstep built against NCCL {nccl_version(machine['lockstep_nccl_built'])}, running "
-             f"{nccl_version(machine['lockstep_nccl_runtime'])} from {machine['lockstep_nccl_library']} "
-             f"({machine['lockstep_nccl_source']})",
-             "- Multi-rank jobs share the one GPU: each rank has its own NCCL_HOSTID and NCCL runs over "
-             "loopback sockets (NCCL_SOCKET_IFNAME=lo) for both libraries, so those rows compare them on "
-             "the same slow transport, not at NVLink speeds.",
-             "- Times are per operation over blocks of operations run until the GPU finished them, the "
-             "slowest rank's, median over rounds in which the variants alternate.", ""]
+    lines = [
+        "# lockstep GPU benchmarks",
+        "",
+        f"Written by `make gpu-bench` (benchmarks/bench_gpu.py{' --quick' if quick else ''}) on "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+        "",
+        f"- GPU: {machine['gpu']} ({machine['gpu_memory_gib']} GiB), {machine['gpus']} on the machine, "
+        f"{machine['cpus']} CPUs",
+        f"- torch {machine['torch']} (CUDA {machine['torch_cuda']}), its NCCL {machine['torch_nccl']}",
+        f"- lockstep built against NCCL {nccl_version(machine['lockstep_nccl_built'])}, running "
+        f"{nccl_version(machine['lockstep_nccl_runtime'])} from {machine['lockstep_nccl_library']} "
+        f"({machine['lockstep_nccl_source']})",
+        "- Multi-rank jobs share the one GPU: each rank has its own NCCL_HOSTID and NCCL runs over "
+        "loopback sockets (NCCL_SOCKET_IFNAME=lo) for both libraries, so those rows compare them on "
+        "the same slow transport, not at NVLink speeds.",
+        "- Times are per operation over blocks of operations run until the GPU finished them, the "
+        "slowest rank's, median over rounds in which the variants alternate.",
+        "",
+    ]
     targets = []
     for result in results:
         for section in (allreduce_section, gradients_section, training_section, overlap_section):
-            key = {allreduce_section: "allreduce", gradients_section: "gradients",
-                   training_section: "training", overlap_section: "overlap"}[section]
+            key = {
+                allreduce_section: "allreduce",
+                gradients_section: "gradients",
+                training_section: "training",
+                overlap_section: "overlap",
+            }[section]
             if key in result:
                 section_lines, section_targets = section(result)
                 lines += section_lines + [""]

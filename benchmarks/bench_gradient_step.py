@@ -10,10 +10,9 @@ first step (for lockstep, the one that negotiates every name in full and fills
 the response cache) is reported apart from the steady state of the steps after it.
 """
 
-import numpy as np
-
 import gradient_set
 import harness
+import numpy as np
 
 
 def add_arguments(parser):
@@ -51,12 +50,21 @@ def run(args, ctx):
     samples = harness.run_interleaved(ctx, variants, rounds=steps + 1, reps=1, warmup=0)
     rows = [step_row(name, seconds) for name, seconds in samples.items()]
     for row in rows:
-        ctx.log(f"{row['variant']}: first {row['first_step_s'] * 1e3:.1f} ms, "
-                f"steady median {row['median_s'] * 1e3:.1f} ms (p90 {row['p90_s'] * 1e3:.1f})")
-    ctx.write_json(args.out, {
-        "benchmark": "gradient_step", "tensors": count, "bytes": nbytes, "steady_steps": steps,
-        "rows": rows, "raw_steps_s": {name: np.asarray(s).tolist() for name, s in samples.items()},
-    })
+        ctx.log(
+            f"{row['variant']}: first {row['first_step_s'] * 1e3:.1f} ms, "
+            f"steady median {row['median_s'] * 1e3:.1f} ms (p90 {row['p90_s'] * 1e3:.1f})"
+        )
+    ctx.write_json(
+        args.out,
+        {
+            "benchmark": "gradient_step",
+            "tensors": count,
+            "bytes": nbytes,
+            "steady_steps": steps,
+            "rows": rows,
+            "raw_steps_s": {name: np.asarray(s).tolist() for name, s in samples.items()},
+        },
+    )
 
 
 def main():

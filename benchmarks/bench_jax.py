@@ -63,8 +63,10 @@ def allreduce_variants(size_bytes):
 
 def init_mlp(sizes):
     keys = jax.random.split(jax.random.PRNGKey(0), len(sizes) - 1)
-    return [{"w": jax.random.normal(k, (a, b)) * 0.05, "b": jnp.zeros(b)}
-            for k, (a, b) in zip(keys, zip(sizes[:-1], sizes[1:]))]
+    return [
+        {"w": jax.random.normal(k, (a, b)) * 0.05, "b": jnp.zeros(b)}
+        for k, (a, b) in zip(keys, zip(sizes[:-1], sizes[1:]))
+    ]
 
 
 def loss_fn(params, x, y):
@@ -86,6 +88,7 @@ def training_variants():
             grads = jax.grad(loss_fn)(params, x, y)
             updates, state = sgd.update(reduce(grads), state, params)
             return optax.apply_updates(params, updates), state
+
         state = sgd.init(params)
         return lambda: jax.block_until_ready(step(params, state))
 
@@ -100,7 +103,8 @@ def training_variants():
     }
     if mpi4jax is not None:
         variants["mpi4jax, one allreduce per gradient"] = make(
-            lambda g: jax.tree.map(lambda t: mpi4jax.allreduce(t, op=MPI.SUM, comm=COMM) / n, g))
+            lambda g: jax.tree.map(lambda t: mpi4jax.allreduce(t, op=MPI.SUM, comm=COMM) / n, g)
+        )
     return variants, sum(leaf.size * 4 for leaf in jax.tree.leaves(params))
 
 
@@ -130,22 +134,37 @@ def main():
     args = parser.parse_args()
     hvd.init()
     n = hvd.size()
-    lines = [f"{n} ranks, jax {jax.__version__}, mpi4jax {'absent' if mpi4jax is None else mpi4jax.__version__}",
-             "", "| size | variant | time per call | busbw GB/s |", "|---|---|---|---|"]
-    result = {"benchmark": "jax", "ranks": n, "mpi4jax": None if mpi4jax is None else mpi4jax.__version__,
-              "allreduce": [], "training": []}
+    lines = [
+        f"{n} ranks, jax {jax.__version__}, mpi4jax {'absent' if mpi4jax is None else mpi4jax.__version__}",
+        "",
+        "| size | variant | time per call | busbw GB/s |",
+        "|---|---|---|---|",
+    ]
+    result = {
+        "benchmark": "jax",
+        "ranks": n,
+        "mpi4jax": None if mpi4jax is None else mpi4jax.__version__,
+        "allreduce": [],
+        "training": [],
+    }
     for size_bytes in SIZES:
         big = size_bytes >= 16 << 20
         rounds, reps = (3, 2) if args.quick else ((5, 3) if big else (7, 50))
         for name, seconds in interleaved(allreduce_variants(size_bytes), rounds, reps).items():
             busbw = size_bytes * 2 * (n - 1) / n / seconds / 1e9
             lines.append(f"| {size_bytes} B | {name} | {seconds * 1e6:.1f} us | {busbw:.2f} |")
-            result["allreduce"].append({"size_bytes": size_bytes, "variant": name, "seconds": seconds,
-                                        "busbw_GBps": busbw})
+            result["allreduce"].append(
+                {"size_bytes": size_bytes, "variant": name, "seconds": seconds, "busbw_GBps": busbw}
+            )
     variants, grad_bytes = training_variants()
     rounds, reps = (3, 2) if args.quick else (15, 10)
-    lines += ["", f"Jitted MLP step (8 gradients, {grad_bytes / 2**20:.1f} MiB):", "",
-              "| variant | ms per step |", "|---|---|"]
+    lines += [
+        "",
+        f"Jitted MLP step (8 gradients, {grad_bytes / 2**20:.1f} MiB):",
+        "",
+        "| variant | ms per step |",
+        "|---|---|",
+    ]
     for name, seconds in interleaved(variants, rounds, reps).items():
         lines.append(f"| {name} | {seconds * 1e3:.2f} |")
         result["training"].append({"variant": name, "seconds": seconds, "gradient_bytes": grad_bytes})

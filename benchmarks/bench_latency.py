@@ -7,12 +7,11 @@ mpi4py, and torch.distributed with gloo. All reduce with Sum, so every variant
 does the same arithmetic. Reported: median and p90 over ops of the slowest rank.
 """
 
+import harness
 import numpy as np
 import torch
 import torch.distributed as dist
 from mpi4py import MPI
-
-import harness
 
 SIZES_BYTES = (4, 1024, 64 * 1024)
 

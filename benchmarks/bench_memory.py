@@ -13,12 +13,11 @@ largest over ranks. Steady-state step times come along for the plot.
 import os
 import time
 
-import numpy as np
-from mpi4py import MPI
-
 import gradient_set
 import harness
+import numpy as np
 from memory_probe import PeakOverhead
+from mpi4py import MPI
 
 MPI_STEPS = 3
 LOCKSTEP_STEPS = 9
@@ -77,10 +76,12 @@ def run(args, ctx):
         "steady_step_median_s": float(np.median(seconds[1:])),
         "gradient_bytes": gradient_set.total_bytes(gradients),
     }
-    ctx.log(f"fusion threshold {row['fusion_threshold_bytes']}, chunk {row['chunk_bytes']}: "
-            f"lockstep +{row['lockstep_peak_overhead_bytes'] / 2**20:.1f} MiB, "
-            f"raw MPI +{row['mpi_peak_overhead_bytes'] / 2**20:.1f} MiB, "
-            f"step {row['steady_step_median_s'] * 1e3:.1f} ms")
+    ctx.log(
+        f"fusion threshold {row['fusion_threshold_bytes']}, chunk {row['chunk_bytes']}: "
+        f"lockstep +{row['lockstep_peak_overhead_bytes'] / 2**20:.1f} MiB, "
+        f"raw MPI +{row['mpi_peak_overhead_bytes'] / 2**20:.1f} MiB, "
+        f"step {row['steady_step_median_s'] * 1e3:.1f} ms"
+    )
     ctx.write_json(args.out, {"benchmark": "memory", "rows": [row]})
 
 

@@ -28,8 +28,8 @@ def calls_for(size):
 
 
 def measure_rank(rounds):
-    from mpi4py import MPI
     import numpy as np
+    from mpi4py import MPI
 
     import lockstep
     import lockstep.numpy as hvd
@@ -60,8 +60,7 @@ def measure_rank(rounds):
             for size, array in arrays.items():
                 name = f"bench.{size}"
                 hvd.allreduce_(array, name=name, op=hvd.Sum)  # negotiates the name once
-                results[(variant, size)].append(
-                    timed(lambda: hvd.allreduce_(array, name=name, op=hvd.Sum), size))
+                results[(variant, size)].append(timed(lambda: hvd.allreduce_(array, name=name, op=hvd.Sum), size))
             lockstep.shutdown()
     if comm.rank == 0:
         medians = {f"{variant}|{size}": float(np.median(values)) for (variant, size), values in results.items()}
@@ -83,7 +82,7 @@ def report(medians, rounds, seconds):
         "round in one job; median over rounds of the slowest rank's mean time per call.",
         f"Load average at the end: {load:.1f} (other jobs share the machine); the run took {seconds:.0f} s.",
         "",
-        "**These figures are for the veth transport on one machine only**: every \"host\"",
+        '**These figures are for the veth transport on one machine only**: every "host"',
         "shares the same 2 cores and memory, so crossing a host costs a trip through the",
         "kernel's network stack rather than a real network, and the hosts compete for CPU.",
         "",
@@ -93,8 +92,7 @@ def report(medians, rounds, seconds):
     for size in SIZES:
         cells = [medians[f"{variant}|{size}"] for variant in VARIANTS]
         ratio = cells[2] / cells[1]
-        lines.append(f"| {human(size)} | " + " | ".join(f"{c * 1e6:,.0f} us" for c in cells) +
-                     f" | {ratio:.2f} |")
+        lines.append(f"| {human(size)} | " + " | ".join(f"{c * 1e6:,.0f} us" for c in cells) + f" | {ratio:.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -115,12 +113,11 @@ def main():
         sys.exit(f"bench_multihost: {reason}")
     started = time.monotonic()
     with pretend_cluster.PretendCluster([2, 2, 1]) as cluster:
-        run = cluster.mpirun([sys.executable, __file__, "--rank", "--rounds", str(args.rounds)],
-                             timeout=1200)
+        run = cluster.mpirun([sys.executable, __file__, "--rank", "--rounds", str(args.rounds)], timeout=1200)
     found = [line for line in run.stdout.splitlines() if line.startswith("RESULTS ")]
     if run.returncode != 0 or not found:
         sys.exit(f"bench_multihost: the job failed\n{run.describe()}")
-    text = report(json.loads(found[0][len("RESULTS "):]), args.rounds, time.monotonic() - started)
+    text = report(json.loads(found[0][len("RESULTS ") :]), args.rounds, time.monotonic() - started)
     Path(args.out).write_text(text)
     print(text)
     return 0

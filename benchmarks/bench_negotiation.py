@@ -17,10 +17,9 @@ and beta (bandwidth of 4 MiB messages).
 
 import os
 
+import harness
 import numpy as np
 from mpi4py import MPI
-
-import harness
 
 CACHE_WORDS = 2 + 2 * 16  # the AND vector for the default cache capacity of 1024 slots
 
@@ -87,13 +86,21 @@ def run(args, ctx):
     rows = [dict(harness.summarize(seconds, reps), variant=name) for name, seconds in samples.items()]
     medians = ", ".join(f"{name} {np.median(s) * 1e6:.0f} us" for name, s in samples.items())
     ctx.log(f"{ctx.size} ranks: {medians}")
-    payload = {"benchmark": "negotiation", "rounds": rounds, "reps": reps,
-               "oversubscribed": oversubscribed, "cores": os.cpu_count(), "rows": rows}
+    payload = {
+        "benchmark": "negotiation",
+        "rounds": rounds,
+        "reps": reps,
+        "oversubscribed": oversubscribed,
+        "cores": os.cpu_count(),
+        "rows": rows,
+    }
     if ctx.size == 2:
         payload["model"] = model_parameters(ctx, 50 if args.quick else 500)
         model = payload["model"]
-        ctx.log(f"alpha {model['alpha_s'] * 1e6:.2f} us, g {model['gap_s'] * 1e6:.2f} us, "
-                f"beta {model['beta_bytes_per_s'] / 1e9:.2f} GB/s")
+        ctx.log(
+            f"alpha {model['alpha_s'] * 1e6:.2f} us, g {model['gap_s'] * 1e6:.2f} us, "
+            f"beta {model['beta_bytes_per_s'] / 1e9:.2f} GB/s"
+        )
     ctx.write_json(args.out, payload)
 
 

@@ -11,10 +11,9 @@ The driver runs it at 2 ranks and at 3 (oversubscribed on 2 cores).
 
 import os
 
+import harness
 import numpy as np
 from mpi4py import MPI
-
-import harness
 
 MIB = 1 << 20
 SIZES_MIB = (1, 4, 16, 64)
@@ -53,8 +52,12 @@ def run(args, ctx):
         row["busbw_GBps"] = mib * MIB / row["median_s"] * 2 * (ctx.size - 1) / ctx.size / 1e9
         rows.append(row)
     for mib in SIZES_MIB:
-        ctx.log(f"{ctx.size} ranks, {mib} MiB busbw: " + ", ".join(
-            f"{row['variant']} {row['busbw_GBps']:.2f} GB/s" for row in rows if row["size_bytes"] == mib * MIB))
+        ctx.log(
+            f"{ctx.size} ranks, {mib} MiB busbw: "
+            + ", ".join(
+                f"{row['variant']} {row['busbw_GBps']:.2f} GB/s" for row in rows if row["size_bytes"] == mib * MIB
+            )
+        )
     ctx.write_json(args.out, {"benchmark": "shm", "rounds": rounds, "reps": reps, "rows": rows})
 
 

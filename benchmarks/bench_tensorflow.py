@@ -13,18 +13,21 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+import harness  # noqa: E402  (initializes MPI through mpi4py first)
 import tensorflow as tf  # noqa: E402
 import torch  # noqa: E402
 
-import harness  # noqa: E402  (initializes MPI through mpi4py first)
 import lockstep.tensorflow as hvd  # noqa: E402
 import lockstep.torch as hvd_torch  # noqa: E402
 
 INDEPENDENT = 50
 BATCH, FEATURES, HIDDEN, CLASSES = 64, 784, 256, 10
 # Variants that take milliseconds run fewer repetitions per round.
-HEAVY = {f"tf.function {INDEPENDENT} x 1 KiB allreduces", "tf.function MLP step, DistributedGradientTape",
-         "tf.function MLP step, no communication"}
+HEAVY = {
+    f"tf.function {INDEPENDENT} x 1 KiB allreduces",
+    "tf.function MLP step, DistributedGradientTape",
+    "tf.function MLP step, no communication",
+}
 
 
 def make_variants(rank):

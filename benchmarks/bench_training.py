@@ -9,15 +9,14 @@ of the slowest rank. The driver runs this at 1 and at 2 ranks and computes the
 scaling efficiency throughput(2) / (2 x throughput(1)).
 """
 
+import harness
 import numpy as np
 import torch
 import torch.nn.functional as F
-from mpi4py import MPI
-from torch.nn.parallel import DistributedDataParallel
-
-import harness
 from convnet import FashionConvNet, fashion_mnist_batches, synthetic_batches
+from mpi4py import MPI
 from thread_cpu import ThreadMeter
+from torch.nn.parallel import DistributedDataParallel
 
 TRAINING_VARIANT = "lockstep DistributedOptimizer"
 
@@ -72,8 +71,10 @@ def make_variants(ctx, batches, steps):
         TRAINING_VARIANT: (lockstep_model, lockstep_optimizer, None),
         "torch DDP (gloo)": (ddp, ddp_optimizer, None),
     }
-    blocks = {name: _block(model, optimizer, batches, steps, after_step)
-              for name, (model, optimizer, after_step) in models.items()}
+    blocks = {
+        name: _block(model, optimizer, batches, steps, after_step)
+        for name, (model, optimizer, after_step) in models.items()
+    }
     # How busy lockstep's background thread is while the DistributedOptimizer trains.
     meter = ThreadMeter("lockstep-bg")
     blocks[TRAINING_VARIANT] = _metered(blocks[TRAINING_VARIANT], meter)
@@ -124,22 +125,38 @@ def run(args, ctx):
     for name, seconds in samples.items():
         throughput = samples_per_block / np.asarray(seconds)
         in_sync = parameters_agree(ctx, models[name])
-        row = {"variant": name, "throughput_per_block": throughput.tolist(),
-               "median_samples_per_s": float(np.median(throughput)), "parameters_in_sync": in_sync}
+        row = {
+            "variant": name,
+            "throughput_per_block": throughput.tolist(),
+            "median_samples_per_s": float(np.median(throughput)),
+            "parameters_in_sync": in_sync,
+        }
         if name == TRAINING_VARIANT and meter.tid is not None:
             row.update(_background_thread_use(meter, steps))
         rows.append(row)
-        ctx.log(f"{ctx.size} rank(s), {name}: {np.median(throughput):.0f} samples/s, "
-                f"parameters {'identical' if in_sync else 'differ'} across ranks")
-    ctx.write_json(args.out, {"benchmark": "training", "data": args.data, "batch_per_rank": BATCH_SIZE,
-                              "steps_per_block": steps, "rows": rows})
+        ctx.log(
+            f"{ctx.size} rank(s), {name}: {np.median(throughput):.0f} samples/s, "
+            f"parameters {'identical' if in_sync else 'differ'} across ranks"
+        )
+    ctx.write_json(
+        args.out,
+        {
+            "benchmark": "training",
+            "data": args.data,
+            "batch_per_rank": BATCH_SIZE,
+            "steps_per_block": steps,
+            "rows": rows,
+        },
+    )
 
 
 def _background_thread_use(meter, steps):
     """The background thread's share of one core, and its wake-ups per step, while
     the DistributedOptimizer trains (warm-up block included)."""
-    return {"background_thread_core_fraction": meter.cpu_ns / 1e9 / meter.wall_s,
-            "background_thread_wakeups_per_step": meter.scheduled / (meter.spans * steps)}
+    return {
+        "background_thread_core_fraction": meter.cpu_ns / 1e9 / meter.wall_s,
+        "background_thread_wakeups_per_step": meter.scheduled / (meter.spans * steps),
+    }
 
 
 def main():

@@ -45,7 +45,7 @@ class BatchSource:
         end = self._position + self._batch_size
         if end > len(self._labels):
             self._position, end = 0, self._batch_size
-        batch = self._images[self._position:end], self._labels[self._position:end]
+        batch = self._images[self._position : end], self._labels[self._position : end]
         self._position = end
         return batch
 

@@ -23,15 +23,15 @@ import os
 import socket
 import time
 
+import harness  # mpi4py first: MPI starts with MPI_THREAD_MULTIPLE, then lockstep adopts it
 import numpy as np
 import torch
 import torch.distributed as dist
-
-import harness  # mpi4py first: MPI starts with MPI_THREAD_MULTIPLE, then lockstep adopts it
-import lockstep.torch as hvd
 from gpu_overlap import measure_overlap
 from resnet50_model import ResNet50
 from resnet50_shapes import gradient_order
+
+import lockstep.torch as hvd
 
 SIZES = [4, 64, 1 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20]
 
@@ -44,8 +44,9 @@ class Rank:
         self.device = torch.device("cuda", torch.cuda.current_device())
         self.rank, self.size = hvd.rank(), hvd.size()
         port = self.ctx.comm.bcast(_free_port() if self.rank == 0 else None, root=0)
-        dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=self.rank,
-                                world_size=self.size, device_id=self.device)
+        dist.init_process_group(
+            "nccl", init_method=f"tcp://127.0.0.1:{port}", rank=self.rank, world_size=self.size, device_id=self.device
+        )
 
     def block_time(self, operation, count):
         """Seconds per operation over a block of `count`, until the GPU is done (slowest rank)."""
@@ -94,8 +95,10 @@ def measure_allreduce(rank, quick):
         for variant, seconds in samples.items():
             row[variant] = float(np.median(seconds))
         rows.append(row)
-        rank.ctx.log(f"allreduce {nbytes} B: lockstep {row['lockstep'] * 1e6:.1f} us, "
-                     f"torch.distributed {row['torch.distributed'] * 1e6:.1f} us")
+        rank.ctx.log(
+            f"allreduce {nbytes} B: lockstep {row['lockstep'] * 1e6:.1f} us, "
+            f"torch.distributed {row['torch.distributed'] * 1e6:.1f} us"
+        )
         del ours, theirs
     return rows
 
@@ -124,7 +127,8 @@ class HookedAllreduce:
         for index, param in enumerate(module.parameters()):
             name = f"{prefix}.{index}"
             param.register_post_accumulate_grad_hook(
-                lambda p, name=name: self.handles.append(hvd.allreduce_async_(p.grad, name=name, op=hvd.Average)))
+                lambda p, name=name: self.handles.append(hvd.allreduce_async_(p.grad, name=name, op=hvd.Average))
+            )
 
     def wait(self):
         for handle in self.handles:
@@ -146,8 +150,9 @@ def measure_gradients(rank, quick):
         theirs.zero_grad(set_to_none=False)
         theirs().backward()
 
-    samples = rank.interleaved({"lockstep (hooks)": lockstep_step, "torch DDP": ddp_step},
-                               rounds=3 if quick else 8, count=2 if quick else 5)
+    samples = rank.interleaved(
+        {"lockstep (hooks)": lockstep_step, "torch DDP": ddp_step}, rounds=3 if quick else 8, count=2 if quick else 5
+    )
     nbytes = sum(p.numel() * 4 for p in ours.parameters())
     row = {"tensors": len(list(ours.parameters())), "bytes": nbytes}
     row.update({variant: float(np.median(seconds)) for variant, seconds in samples.items()})
@@ -190,8 +195,12 @@ def measure_training(rank, quick):
 
         return step
 
-    variants = {"plain": step_of(make(plain)), "DistributedOptimizer": step_of(make(distributed)),
-                "allreduce hooks": step_of(make(hooked)), "torch DDP": step_of(make(ddp))}
+    variants = {
+        "plain": step_of(make(plain)),
+        "DistributedOptimizer": step_of(make(distributed)),
+        "allreduce hooks": step_of(make(hooked)),
+        "torch DDP": step_of(make(ddp)),
+    }
     samples = rank.interleaved(variants, rounds=3 if quick else 6, count=2 if quick else 5, warmup=3)
     row = {"batch": batch}
     row.update({variant: float(np.median(seconds)) for variant, seconds in samples.items()})
@@ -203,12 +212,18 @@ def machine_info(rank):
     props = torch.cuda.get_device_properties(rank.device)
     info = hvd.nccl_info()
     return {
-        "gpu": props.name, "gpu_memory_gib": round(props.total_memory / 2**30, 1),
-        "gpus": torch.cuda.device_count(), "cpus": os.cpu_count(), "host": socket.gethostname(),
-        "torch": torch.__version__, "torch_cuda": torch.version.cuda,
+        "gpu": props.name,
+        "gpu_memory_gib": round(props.total_memory / 2**30, 1),
+        "gpus": torch.cuda.device_count(),
+        "cpus": os.cpu_count(),
+        "host": socket.gethostname(),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
         "torch_nccl": ".".join(map(str, torch.cuda.nccl.version())),
-        "lockstep_nccl_built": info["built_version"], "lockstep_nccl_runtime": info["runtime_version"],
-        "lockstep_nccl_library": info["library_path"], "lockstep_nccl_source": info["source"],
+        "lockstep_nccl_built": info["built_version"],
+        "lockstep_nccl_runtime": info["runtime_version"],
+        "lockstep_nccl_library": info["library_path"],
+        "lockstep_nccl_source": info["source"],
         "nccl_socket_ifname": os.environ.get("NCCL_SOCKET_IFNAME", ""),
     }
 

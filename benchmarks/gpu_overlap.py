@@ -12,10 +12,10 @@ queued behind the reductions; now it waits only at synchronize().
 
 import numpy as np
 import torch
+from resnet50_model import ResNet50
 
 import lockstep.torch as hvd
 from lockstep import _core
-from resnet50_model import ResNet50
 
 
 class ProbedHooks:
@@ -66,14 +66,20 @@ def measure_overlap(rank, quick):
     def after_backward():
         late_optimizer.zero_grad()
         torch.nn.functional.cross_entropy(late_model(images), labels).backward()
-        handles = [hvd.allreduce_async_(p.grad, name=f"bench.late.{i}", op=hvd.Average)
-                   for i, p in enumerate(late_model.parameters())]
+        handles = [
+            hvd.allreduce_async_(p.grad, name=f"bench.late.{i}", op=hvd.Average)
+            for i, p in enumerate(late_model.parameters())
+        ]
         for handle in handles:
             hvd.synchronize(handle)
         late_optimizer.step()
 
-    samples = rank.interleaved({"hooks (overlap)": overlapped, "after backward": after_backward},
-                               rounds=3 if quick else 6, count=2 if quick else 5, warmup=3)
+    samples = rank.interleaved(
+        {"hooks (overlap)": overlapped, "after backward": after_backward},
+        rounds=3 if quick else 6,
+        count=2 if quick else 5,
+        warmup=3,
+    )
     row = {"batch": batch}
     row.update({variant: float(np.median(seconds)) for variant, seconds in samples.items()})
     row.update(probe_first_reduction(rank, hooks, hooked_model, hooked_optimizer, images, labels))

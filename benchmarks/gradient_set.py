@@ -7,7 +7,6 @@ gradient step and the memory benchmarks share them.
 
 import numpy as np
 from mpi4py import MPI
-
 from resnet50_shapes import gradient_order
 
 
@@ -50,8 +49,9 @@ def lockstep_torch_step(gradients, prefix="torch"):
 
 def _in_place_step(frontend, gradients, prefix):
     def step():
-        handles = [frontend.allreduce_async_(tensor, name=f"{prefix}.{name}", op=frontend.Sum)
-                   for name, tensor in gradients]
+        handles = [
+            frontend.allreduce_async_(tensor, name=f"{prefix}.{name}", op=frontend.Sum) for name, tensor in gradients
+        ]
         for handle in handles:
             frontend.synchronize(handle)
 

@@ -87,8 +87,15 @@ def _run_streaming(command, env, timeout_s):
     """Run `command`, echoing its output line by line; kill it after `timeout_s`."""
     output = _Output()
     # A new session, so a timeout can stop mpirun and every rank it started.
-    with subprocess.Popen(command, env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, start_new_session=True) as process:
+    with subprocess.Popen(
+        command,
+        env=env,
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    ) as process:
         watchdog = _Watchdog(process, timeout_s)
         try:
             for line in process.stdout:

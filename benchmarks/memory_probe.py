@@ -20,9 +20,9 @@ def reset_peak():
 class PeakOverhead:
     """Context manager: how far RSS peaked above its level at entry.
 
-        with PeakOverhead() as probe:
-            work()
-        probe.bytes
+    with PeakOverhead() as probe:
+        work()
+    probe.bytes
     """
 
     def __enter__(self):

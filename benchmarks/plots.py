@@ -7,9 +7,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
-from matplotlib.ticker import FuncFormatter  # noqa: E402
-
 import summary  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
 from report import size_label  # noqa: E402
 from summary import MIB, find_row, setting_label, variants  # noqa: E402
 
@@ -29,11 +28,17 @@ def plot_latency(latency, path):
     figure, axis = plt.subplots()
     for name in variants(rows):
         found = [find_row(rows, name, size_bytes=size) for size in sizes]
-        line, = axis.plot(sizes, [row["median_s"] * 1e6 for row in found], marker="o", label=f"{name} (median)")
+        (line,) = axis.plot(sizes, [row["median_s"] * 1e6 for row in found], marker="o", label=f"{name} (median)")
         axis.plot(sizes, [row["p90_s"] * 1e6 for row in found], linestyle=":", color=line.get_color())
         if all("best_round_median_s" in row for row in found):
-            axis.plot(sizes, [row["best_round_median_s"] * 1e6 for row in found], linestyle="--", marker="x",
-                      color=line.get_color(), alpha=0.7)
+            axis.plot(
+                sizes,
+                [row["best_round_median_s"] * 1e6 for row in found],
+                linestyle="--",
+                marker="x",
+                color=line.get_color(),
+                alpha=0.7,
+            )
     axis.axhline(summary.LATENCY_TARGET_S * 1e6, color="grey", linestyle="-.", linewidth=1, label="target 30 us")
     _size_axis(axis, sizes)
     axis.set_yscale("log")
@@ -68,8 +73,7 @@ def plot_gradient_step(gradient, path):
     medians = [row["median_s"] * 1e3 for row in rows]
     spread = [row["p90_s"] * 1e3 - row["median_s"] * 1e3 for row in rows]
     axis.barh(positions, medians, xerr=[[0] * len(rows), spread], color="tab:blue", label="steady median (to p90)")
-    axis.scatter([row["first_step_s"] * 1e3 for row in rows], positions, color="tab:red", zorder=3,
-                 label="first step")
+    axis.scatter([row["first_step_s"] * 1e3 for row in rows], positions, color="tab:red", zorder=3, label="first step")
     axis.set_yticks(list(positions), names)
     axis.invert_yaxis()
     axis.set_xlabel("time per step (ms, slowest rank)")
@@ -101,26 +105,51 @@ def plot_training(training, path):
 
 def plot_memory(memory, path):
     rows = memory["rows"]
-    labels = [f"{setting_label(row['fusion_threshold_bytes'], '128 MiB')}\nchunk "
-              f"{setting_label(row['chunk_bytes'], '1 MiB')}" for row in rows]
+    labels = [
+        f"{setting_label(row['fusion_threshold_bytes'], '128 MiB')}\nchunk {setting_label(row['chunk_bytes'], '1 MiB')}"
+        for row in rows
+    ]
     positions = list(range(len(rows)))
     figure, axis = plt.subplots()
-    axis.plot(positions, [row["lockstep_peak_overhead_bytes"] / MIB for row in rows], marker="o",
-              label="lockstep peak RSS overhead")
-    axis.plot(positions, [row["mpi_peak_overhead_bytes"] / MIB for row in rows], marker="s",
-              label="raw MPI, one call per tensor")
-    axis.plot(positions, [row["mpi_concatenated_peak_overhead_bytes"] / MIB for row in rows], marker="D",
-              label="raw MPI, one concatenated buffer")
-    axis.plot(positions, [summary.memory_limit(row) / MIB for row in rows], linestyle="--", color="grey",
-              label="fusion threshold + 16 MiB")
+    axis.plot(
+        positions,
+        [row["lockstep_peak_overhead_bytes"] / MIB for row in rows],
+        marker="o",
+        label="lockstep peak RSS overhead",
+    )
+    axis.plot(
+        positions,
+        [row["mpi_peak_overhead_bytes"] / MIB for row in rows],
+        marker="s",
+        label="raw MPI, one call per tensor",
+    )
+    axis.plot(
+        positions,
+        [row["mpi_concatenated_peak_overhead_bytes"] / MIB for row in rows],
+        marker="D",
+        label="raw MPI, one concatenated buffer",
+    )
+    axis.plot(
+        positions,
+        [summary.memory_limit(row) / MIB for row in rows],
+        linestyle="--",
+        color="grey",
+        label="fusion threshold + 16 MiB",
+    )
     axis.set_yscale("symlog", linthresh=1)
     axis.set_xticks(positions, labels, fontsize=8)
     axis.set_xlabel("fusion threshold (LOCKSTEP_FUSION_THRESHOLD)")
     axis.set_ylabel("MiB above the gradients")
     axis.set_title("Memory during ResNet-50's gradient step, per rank")
     times = axis.twinx()
-    times.plot(positions, [row["steady_step_median_s"] * 1e3 for row in rows], color="tab:green", marker="^",
-               linestyle=":", label="step time")
+    times.plot(
+        positions,
+        [row["steady_step_median_s"] * 1e3 for row in rows],
+        color="tab:green",
+        marker="^",
+        linestyle=":",
+        label="step time",
+    )
     times.set_ylabel("lockstep step time (ms)", color="tab:green")
     times.set_ylim(bottom=0)
     times.grid(False)

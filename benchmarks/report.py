@@ -28,11 +28,15 @@ def latency_section(latency):
         cells = [size_label(size)]
         for name in names:
             row = find_row(rows, name, size_bytes=size)
-            cells.append(f"{row['median_s'] * 1e6:.1f} / {row['p90_s'] * 1e6:.1f} ({row['best_round_median_s'] * 1e6:.1f})")
+            cells.append(
+                f"{row['median_s'] * 1e6:.1f} / {row['p90_s'] * 1e6:.1f} ({row['best_round_median_s'] * 1e6:.1f})"
+            )
         table.append(cells)
-    return ("### 1. Latency: one float32 allreduce at a time (us, median / p90 of the slowest rank; "
-            f"in brackets the median of the quietest round of {latency['reps']} ops)\n\n"
-            + markdown_table(["size", *names], table))
+    return (
+        "### 1. Latency: one float32 allreduce at a time (us, median / p90 of the slowest rank; "
+        f"in brackets the median of the quietest round of {latency['reps']} ops)\n\n"
+        + markdown_table(["size", *names], table)
+    )
 
 
 def bandwidth_section(bandwidth):
@@ -48,16 +52,27 @@ def bandwidth_section(bandwidth):
             ratio = f" ({row['busbw_GBps'] / mpi['busbw_GBps']:.2f}x)" if mpi and name != mpi["variant"] else ""
             cells.append(f"{row['busbw_GBps']:.2f}{ratio}")
         table.append(cells)
-    return ("### 2. Bandwidth: busbw in GB/s (= algbw at 2 ranks), median op of the slowest rank; "
-            "(x MPI_Allreduce in the same run)\n\n" + markdown_table(["size", *names], table))
+    return (
+        "### 2. Bandwidth: busbw in GB/s (= algbw at 2 ranks), median op of the slowest rank; "
+        "(x MPI_Allreduce in the same run)\n\n" + markdown_table(["size", *names], table)
+    )
 
 
 def gradient_section(gradient):
     rows = gradient["rows"]
-    table = [[row["variant"], f"{row['first_step_s'] * 1e3:.1f}", f"{row['median_s'] * 1e3:.1f}",
-              f"{row['p90_s'] * 1e3:.1f}"] for row in rows]
-    title = (f"### 3. Gradient step: ResNet-50's {gradient['tensors']} tensors, {gradient['bytes'] / MIB:.1f} MiB "
-             f"(ms; steady state over {gradient['steady_steps']} steps, slowest rank)\n\n")
+    table = [
+        [
+            row["variant"],
+            f"{row['first_step_s'] * 1e3:.1f}",
+            f"{row['median_s'] * 1e3:.1f}",
+            f"{row['p90_s'] * 1e3:.1f}",
+        ]
+        for row in rows
+    ]
+    title = (
+        f"### 3. Gradient step: ResNet-50's {gradient['tensors']} tensors, {gradient['bytes'] / MIB:.1f} MiB "
+        f"(ms; steady state over {gradient['steady_steps']} steps, slowest rank)\n\n"
+    )
     return title + markdown_table(["strategy", "first step", "steady median", "steady p90"], table)
 
 
@@ -66,31 +81,60 @@ def training_section(training):
     table = []
     for name, values in numbers.items():
         in_sync = {True: "yes", False: "no", None: "-"}[values.get("in_sync")]
-        table.append([name, _number(values.get(1), "{:.0f}"), _number(values.get(2), "{:.0f}"),
-                      _number(values.get("efficiency"), "{:.2f}"), _number(values.get("efficiency_best"), "{:.2f}"),
-                      _number(values.get("efficiency_vs_plain"), "{:.2f}"), in_sync])
+        table.append(
+            [
+                name,
+                _number(values.get(1), "{:.0f}"),
+                _number(values.get(2), "{:.0f}"),
+                _number(values.get("efficiency"), "{:.2f}"),
+                _number(values.get("efficiency_best"), "{:.2f}"),
+                _number(values.get("efficiency_vs_plain"), "{:.2f}"),
+                in_sync,
+            ]
+        )
     launches = training["launches"]
-    detail = (f"batch {launches[0]['batch_per_rank']} per rank, {launches[0]['data']} data, "
-              f"{len(launches)} launches alternating 1 and 2 ranks, medians of "
-              f"{launches[0]['steps_per_block']}-step blocks")
-    headers = ["variant", "1 rank (samples/s)", "2 ranks (samples/s)", "scaling efficiency",
-               "efficiency of the fastest blocks", "vs. 1 rank without communication", "weights identical on both ranks"]
+    detail = (
+        f"batch {launches[0]['batch_per_rank']} per rank, {launches[0]['data']} data, "
+        f"{len(launches)} launches alternating 1 and 2 ranks, medians of "
+        f"{launches[0]['steps_per_block']}-step blocks"
+    )
+    headers = [
+        "variant",
+        "1 rank (samples/s)",
+        "2 ranks (samples/s)",
+        "scaling efficiency",
+        "efficiency of the fastest blocks",
+        "vs. 1 rank without communication",
+        "weights identical on both ranks",
+    ]
     return f"### 4. Training throughput: Fashion-MNIST convnet ({detail})\n\n" + markdown_table(headers, table)
 
 
 def memory_section(memory):
     table = []
     for row in memory["rows"]:
-        table.append([setting_label(row["fusion_threshold_bytes"], "default (128 MiB)"),
-                      setting_label(row["chunk_bytes"], "default (1 MiB)"),
-                      f"{row['lockstep_peak_overhead_bytes'] / MIB:.1f}",
-                      f"{row['mpi_peak_overhead_bytes'] / MIB:.1f}",
-                      f"{row['mpi_concatenated_peak_overhead_bytes'] / MIB:.1f}",
-                      f"{row['steady_step_median_s'] * 1e3:.1f}"])
-    headers = ["fusion threshold", "chunk size", "lockstep peak RSS overhead (MiB)",
-               "raw MPI per tensor (MiB)", "raw MPI, one concatenated buffer (MiB)", "lockstep step (ms)"]
-    return ("### 5. Memory: peak RSS above the gradients themselves during ResNet-50's gradient step "
-            "(largest rank; lockstep.torch in place)\n\n" + markdown_table(headers, table))
+        table.append(
+            [
+                setting_label(row["fusion_threshold_bytes"], "default (128 MiB)"),
+                setting_label(row["chunk_bytes"], "default (1 MiB)"),
+                f"{row['lockstep_peak_overhead_bytes'] / MIB:.1f}",
+                f"{row['mpi_peak_overhead_bytes'] / MIB:.1f}",
+                f"{row['mpi_concatenated_peak_overhead_bytes'] / MIB:.1f}",
+                f"{row['steady_step_median_s'] * 1e3:.1f}",
+            ]
+        )
+    headers = [
+        "fusion threshold",
+        "chunk size",
+        "lockstep peak RSS overhead (MiB)",
+        "raw MPI per tensor (MiB)",
+        "raw MPI, one concatenated buffer (MiB)",
+        "lockstep step (ms)",
+    ]
+    return (
+        "### 5. Memory: peak RSS above the gradients themselves during ResNet-50's gradient step "
+        "(largest rank; lockstep.torch in place)\n\n" + markdown_table(headers, table)
+    )
 
 
 def shm_section(shm):
@@ -100,13 +144,24 @@ def shm_section(shm):
         for size in sorted({row["size_bytes"] for row in rows}):
             found = {row["variant"]: row for row in rows if row["ranks"] == ranks and row["size_bytes"] == size}
             shared, mpi_path = found[summary.SHM_VARIANT], found[summary.SHM_MPI_PATH]
-            table.append([ranks, size_label(size), f"{shared['busbw_GBps']:.2f}", f"{mpi_path['busbw_GBps']:.2f}",
-                          f"{shared['busbw_GBps'] / mpi_path['busbw_GBps']:.2f}x",
-                          f"{found[summary.MPI_VARIANT]['busbw_GBps']:.2f}"])
-    return ("### 6. Shared-memory allreduce against lockstep's MPI path (busbw GB/s, in-place float32, "
-            "1 MiB chunks, both paths alternating in one job; 3 ranks oversubscribe the 2 cores)\n\n"
-            + markdown_table(["ranks", "size", "shared memory", "MPI path", "shared / MPI path",
-                              "MPI_Allreduce (mpi4py), one call"], table))
+            table.append(
+                [
+                    ranks,
+                    size_label(size),
+                    f"{shared['busbw_GBps']:.2f}",
+                    f"{mpi_path['busbw_GBps']:.2f}",
+                    f"{shared['busbw_GBps'] / mpi_path['busbw_GBps']:.2f}x",
+                    f"{found[summary.MPI_VARIANT]['busbw_GBps']:.2f}",
+                ]
+            )
+    return (
+        "### 6. Shared-memory allreduce against lockstep's MPI path (busbw GB/s, in-place float32, "
+        "1 MiB chunks, both paths alternating in one job; 3 ranks oversubscribe the 2 cores)\n\n"
+        + markdown_table(
+            ["ranks", "size", "shared memory", "MPI path", "shared / MPI path", "MPI_Allreduce (mpi4py), one call"],
+            table,
+        )
+    )
 
 
 def jax_section(jax_result):
@@ -115,14 +170,19 @@ def jax_section(jax_result):
     table = []
     for size in sorted({row["size_bytes"] for row in rows}):
         found = {row["variant"]: row for row in rows if row["size_bytes"] == size}
-        table.append([size_label(size)] + [f"{found[v]['seconds'] * 1e6:.1f} us / {found[v]['busbw_GBps']:.2f}"
-                                           for v in variants])
+        table.append(
+            [size_label(size)]
+            + [f"{found[v]['seconds'] * 1e6:.1f} us / {found[v]['busbw_GBps']:.2f}" for v in variants]
+        )
     steps = [[row["variant"], f"{row['seconds'] * 1e3:.2f}"] for row in jax_result["training"]]
-    lines = [f"### 7. JAX inside `jax.jit` (float32 Sum; time per call / busbw GB/s; mpi4jax "
-             f"{jax_result['mpi4jax'] or 'not installed'})\n",
-             markdown_table(["size", *variants], table), "",
-             "Jitted MLP training step (value_and_grad + SGD), gradients averaged over ranks:\n",
-             markdown_table(["variant", "ms per step"], steps)]
+    lines = [
+        f"### 7. JAX inside `jax.jit` (float32 Sum; time per call / busbw GB/s; mpi4jax "
+        f"{jax_result['mpi4jax'] or 'not installed'})\n",
+        markdown_table(["size", *variants], table),
+        "",
+        "Jitted MLP training step (value_and_grad + SGD), gradients averaged over ranks:\n",
+        markdown_table(["variant", "ms per step"], steps),
+    ]
     verdicts = _jax_targets(jax_result)
     if verdicts:
         lines += ["", *verdicts]
@@ -134,15 +194,20 @@ def _jax_targets(jax_result):
     if not jax_result["mpi4jax"]:
         return []
     by_key = {(row["size_bytes"], row["variant"]): row for row in jax_result["allreduce"]}
-    ratios = [by_key[(size, "lockstep jit")]["busbw_GBps"] / by_key[(size, "mpi4jax jit")]["busbw_GBps"]
-              for size in sorted({size for size, _ in by_key}) if size >= 16 << 20]
+    ratios = [
+        by_key[(size, "lockstep jit")]["busbw_GBps"] / by_key[(size, "mpi4jax jit")]["busbw_GBps"]
+        for size in sorted({size for size, _ in by_key})
+        if size >= 16 << 20
+    ]
     steps = {row["variant"]: row["seconds"] for row in jax_result["training"]}
     ours = steps["lockstep DistributedOptimizer (one grouped call)"]
     theirs = steps["mpi4jax, one allreduce per gradient"]
-    return [f"- busbw from 16 MiB at least 0.95x mpi4jax: {min(ratios):.2f}x at worst "
-            f"({'held' if min(ratios) >= 0.95 else 'missed'})",
-            f"- training step faster than mpi4jax's per-gradient allreduce: {ours * 1e3:.2f} vs "
-            f"{theirs * 1e3:.2f} ms ({'held' if ours < theirs else 'missed'})"]
+    return [
+        f"- busbw from 16 MiB at least 0.95x mpi4jax: {min(ratios):.2f}x at worst "
+        f"({'held' if min(ratios) >= 0.95 else 'missed'})",
+        f"- training step faster than mpi4jax's per-gradient allreduce: {ours * 1e3:.2f} vs "
+        f"{theirs * 1e3:.2f} ms ({'held' if ours < theirs else 'missed'})",
+    ]
 
 
 def autotune_section(autotune):
@@ -153,22 +218,30 @@ def autotune_section(autotune):
         chosen = "-"
         if launch.get("log") and launch["log"]["final"]:
             final = launch["log"]["final"]
-            chosen = (f"chunk {size_label(int(final['chunk_bytes']))}, fusion "
-                      f"{size_label(int(final['fusion_threshold_bytes']))}, cycle {final['cycle_time_ms']} ms, "
-                      f"shm {'on' if final['shm_allreduce'] == '1' else 'off'} "
-                      f"({launch['log']['windows']} windows)")
+            chosen = (
+                f"chunk {size_label(int(final['chunk_bytes']))}, fusion "
+                f"{size_label(int(final['fusion_threshold_bytes']))}, cycle {final['cycle_time_ms']} ms, "
+                f"shm {'on' if final['shm_allreduce'] == '1' else 'off'} "
+                f"({launch['log']['windows']} windows)"
+            )
         elif launch["mode"] == "autotune":
             chosen = "tuning did not finish"
         table.append([launch["mode"], f"{row['median_s'] * 1e3:.1f}", f"{row['p90_s'] * 1e3:.1f}", chosen])
     medians = summary.autotune_medians(autotune)
     ratio = ""
     if medians:
-        ratio = (f" Median over launches: default {medians[0] * 1e3:.1f} ms, autotuned "
-                 f"{medians[1] * 1e3:.1f} ms ({medians[0] / medians[1]:.2f}x).")
-    return ("### 8. Autotuning: ResNet-50 gradient step after "
-            f"{launches[0]['tune_steps']} untimed steps (ms, steady state, slowest rank; launches alternate, "
-            "so this compares launches, not variants in one job)." + ratio + "\n\n"
-            + markdown_table(["settings", "median", "p90", "autotune's choice"], table))
+        ratio = (
+            f" Median over launches: default {medians[0] * 1e3:.1f} ms, autotuned "
+            f"{medians[1] * 1e3:.1f} ms ({medians[0] / medians[1]:.2f}x)."
+        )
+    return (
+        "### 8. Autotuning: ResNet-50 gradient step after "
+        f"{launches[0]['tune_steps']} untimed steps (ms, steady state, slowest rank; launches alternate, "
+        "so this compares launches, not variants in one job)."
+        + ratio
+        + "\n\n"
+        + markdown_table(["settings", "median", "p90", "autotune's choice"], table)
+    )
 
 
 def by_ranks_section(by_ranks):
@@ -177,11 +250,17 @@ def by_ranks_section(by_ranks):
     table = []
     for count in sorted(by_ranks, key=int):
         runs = by_ranks[count]
-        table.append([count, _latency_cell(runs.get("latency")), _bandwidth_cell(runs.get("bandwidth")),
-                      _gradient_cell(runs.get("gradient_step"))])
-    return ("### By rank count (same machine, each count its own jobs)\n\n"
-            + markdown_table(["ranks", "4 B allreduce median (us)", "busbw GB/s (x MPI)",
-                              "gradient step median (ms)"], table))
+        table.append(
+            [
+                count,
+                _latency_cell(runs.get("latency")),
+                _bandwidth_cell(runs.get("bandwidth")),
+                _gradient_cell(runs.get("gradient_step")),
+            ]
+        )
+    return "### By rank count (same machine, each count its own jobs)\n\n" + markdown_table(
+        ["ranks", "4 B allreduce median (us)", "busbw GB/s (x MPI)", "gradient step median (ms)"], table
+    )
 
 
 def _latency_cell(latency):
@@ -201,7 +280,9 @@ def _bandwidth_cell(bandwidth):
         for name in (name for name in variants(rows) if name.startswith(summary.LOCKSTEP_PREFIX)):
             row = find_row(rows, name, size_bytes=size)
             if row and mpi:
-                cells.append(f"{size_label(size)} {row['busbw_GBps']:.2f} ({row['busbw_GBps'] / mpi['busbw_GBps']:.2f}x)")
+                cells.append(
+                    f"{size_label(size)} {row['busbw_GBps']:.2f} ({row['busbw_GBps'] / mpi['busbw_GBps']:.2f}x)"
+                )
             break  # the first lockstep variant only, to keep the cell short
     return "; ".join(cells)
 
@@ -213,7 +294,8 @@ def _gradient_cell(gradient):
     fastest = min((row for row in rows if row["variant"] in summary.MPI_STEP_VARIANTS), key=lambda row: row["median_s"])
     ours = [row for row in rows if row["variant"].startswith(summary.LOCKSTEP_PREFIX)]
     return ", ".join(f"{row['variant']} {row['median_s'] * 1e3:.1f}" for row in ours) + (
-        f" vs {fastest['variant']} {fastest['median_s'] * 1e3:.1f}")
+        f" vs {fastest['variant']} {fastest['median_s'] * 1e3:.1f}"
+    )
 
 
 def targets_section(results):

@@ -15,10 +15,12 @@ def negotiation_section(negotiation):
             cells.append("-" if row is None else f"{row['median_s'] * 1e6:.0f} / {row['p90_s'] * 1e6:.0f}")
         marker = " (oversubscribed)" if any(r["ranks"] == count and r.get("oversubscribed") for r in rows) else ""
         lines.append(f"| {count}{marker} | " + " | ".join(cells) + " |")
-    return ("### 9. Negotiation: a lone 4-byte allreduce by rank count (us, median / p90 of the slowest "
-            "rank). Cached: one AND across ranks per cycle; uncached: also a gather and a broadcast "
-            "through the coordinator. Oversubscribed rows measure the scheduler more than the "
-            "exchange; see docs/PERFORMANCE.md, \"Negotiation at scale\"\n\n" + "\n".join(lines))
+    return (
+        "### 9. Negotiation: a lone 4-byte allreduce by rank count (us, median / p90 of the slowest "
+        "rank). Cached: one AND across ranks per cycle; uncached: also a gather and a broadcast "
+        "through the coordinator. Oversubscribed rows measure the scheduler more than the "
+        'exchange; see docs/PERFORMANCE.md, "Negotiation at scale"\n\n' + "\n".join(lines)
+    )
 
 
 # The cycle model of docs/PERFORMANCE.md ("Negotiation at scale"). alpha: one-way
@@ -40,10 +42,17 @@ def model_cycle_seconds(n, alpha, g, beta, bits=272, request=128, response=128):
     log_and = rounds * (alpha + 2 * g + bits / beta)  # recursive doubling
     # Igather of sizes and Igatherv of requests: libnbc gathers linearly at the root, so
     # the root still pays a gap per rank; the broadcast of responses is a binomial tree.
-    log_full = (alpha + (n - 1) * (g + 8 / beta)) + (alpha + (n - 1) * (g + request / beta)) \
+    log_full = (
+        (alpha + (n - 1) * (g + 8 / beta))
+        + (alpha + (n - 1) * (g + request / beta))
         + rounds * (alpha + g + 1024 / beta)
-    return {"star cached": star_and, "star uncached": star_and + star_full,
-            "log cached": log_and, "log uncached": log_and + log_full}
+    )
+    return {
+        "star cached": star_and,
+        "star uncached": star_and + star_full,
+        "log cached": log_and,
+        "log uncached": log_and + log_full,
+    }
 
 
 def model_table(alpha, g, beta, label):

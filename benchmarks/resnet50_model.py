@@ -7,9 +7,8 @@ same order (checked on construction).
 """
 
 import torch
-from torch import nn
-
 from resnet50_shapes import EXPANSION, NUM_CLASSES, STAGE_BLOCKS, STAGE_WIDTHS, named_shapes
+from torch import nn
 
 
 class Bottleneck(nn.Module):
@@ -24,8 +23,9 @@ class Bottleneck(nn.Module):
         self.bn3 = nn.BatchNorm2d(out_channels)
         self.downsample = None
         if with_projection:
-            self.downsample = nn.Sequential(nn.Conv2d(in_channels, out_channels, 1, stride=stride, bias=False),
-                                            nn.BatchNorm2d(out_channels))
+            self.downsample = nn.Sequential(
+                nn.Conv2d(in_channels, out_channels, 1, stride=stride, bias=False), nn.BatchNorm2d(out_channels)
+            )
 
     def forward(self, x):
         shortcut = x if self.downsample is None else self.downsample(x)

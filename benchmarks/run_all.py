@@ -30,8 +30,7 @@ import report
 from launcher import BENCH_DIR, REPO_ROOT, LaunchFailed
 
 MIB = 1 << 20
-BENCHMARKS = ("latency", "bandwidth", "gradient_step", "training", "memory", "shm", "jax", "autotune",
-              "negotiation")
+BENCHMARKS = ("latency", "bandwidth", "gradient_step", "training", "memory", "shm", "jax", "autotune", "negotiation")
 # Default and autotuned launches alternate, spreading the machine's drift over both.
 AUTOTUNE_LAUNCHES = ("default", "autotune") * 3
 # Run at every rank count of --np (make bench NP="2 4 8"); the rest at their own counts.
@@ -50,11 +49,20 @@ def parse_args():
     parser.add_argument("--only", nargs="+", choices=BENCHMARKS, help="run only these benchmarks")
     parser.add_argument("--results-dir", help="where to write (default: results/<date-time>)")
     parser.add_argument("--real-data", action="store_true", help="train on Fashion-MNIST instead of synthetic data")
-    parser.add_argument("--np", nargs="+", type=int, default=[2], metavar="N",
-                        help="rank counts for latency, bandwidth and the gradient step (default 2); "
-                             "counts above the core count oversubscribe")
-    parser.add_argument("--timeline", action="store_true",
-                        help="record a lockstep timeline of the gradient step (slows it down a little)")
+    parser.add_argument(
+        "--np",
+        nargs="+",
+        type=int,
+        default=[2],
+        metavar="N",
+        help="rank counts for latency, bandwidth and the gradient step (default 2); "
+        "counts above the core count oversubscribe",
+    )
+    parser.add_argument(
+        "--timeline",
+        action="store_true",
+        help="record a lockstep timeline of the gradient step (slows it down a little)",
+    )
     return parser.parse_args()
 
 
@@ -83,12 +91,12 @@ class Runner:
         return result
 
     def latency(self):
-        return self.launch(f"1/8 latency, {self.ranks} ranks", "bench_latency.py", self.ranks,
-                           self._json("latency"))
+        return self.launch(f"1/8 latency, {self.ranks} ranks", "bench_latency.py", self.ranks, self._json("latency"))
 
     def bandwidth(self):
-        return self.launch(f"2/8 bandwidth, {self.ranks} ranks", "bench_bandwidth.py", self.ranks,
-                           self._json("bandwidth"))
+        return self.launch(
+            f"2/8 bandwidth, {self.ranks} ranks", "bench_bandwidth.py", self.ranks, self._json("bandwidth")
+        )
 
     def _json(self, key):
         return f"{key}.json" if self.ranks == 2 else f"{key}_{self.ranks}ranks.json"
@@ -98,8 +106,13 @@ class Runner:
         if self.timeline:
             path = os.path.join(self.results_dir, "timeline_gradient_step.json")
             settings = {"LOCKSTEP_TIMELINE": path, "LOCKSTEP_TIMELINE_MARK_CYCLES": "1"}
-        return self.launch(f"3/8 ResNet-50 gradient step, {self.ranks} ranks", "bench_gradient_step.py",
-                           self.ranks, self._json("gradient_step"), settings=settings)
+        return self.launch(
+            f"3/8 ResNet-50 gradient step, {self.ranks} ranks",
+            "bench_gradient_step.py",
+            self.ranks,
+            self._json("gradient_step"),
+            settings=settings,
+        )
 
     def training(self):
         data = ["--data", "real" if self.real_data else "synthetic"]
@@ -122,25 +135,27 @@ class Runner:
                 rows += result["rows"]
         return {"rows": rows} if rows else None
 
-
     def shm(self):
         rows = []
         for ranks in SHM_RANKS:
-            result = self.launch(f"6/8 shared-memory allreduce vs MPI path, {ranks} ranks", "bench_shm.py", ranks,
-                                 f"shm_{ranks}ranks.json")
+            result = self.launch(
+                f"6/8 shared-memory allreduce vs MPI path, {ranks} ranks",
+                "bench_shm.py",
+                ranks,
+                f"shm_{ranks}ranks.json",
+            )
             if result is not None:
                 rows += [dict(row, ranks=ranks) for row in result["rows"]]
         return {"rows": rows} if rows else None
-
 
     def jax(self):
         # Skipped (not failed) where JAX is not installed: it is an optional frontend.
         if importlib.util.find_spec("jax") is None:
             print("7/8 JAX inside jit: skipped, jax is not installed", flush=True)
             return None
-        return self.launch("7/8 JAX collectives and training step inside jit vs mpi4jax, 2 ranks", "bench_jax.py",
-                           2, "jax.json")
-
+        return self.launch(
+            "7/8 JAX collectives and training step inside jit vs mpi4jax, 2 ranks", "bench_jax.py", 2, "jax.json"
+        )
 
     def autotune(self):
         launches = []
@@ -150,18 +165,23 @@ class Runner:
             if mode == "autotune":
                 log = os.path.join(self.results_dir, f"autotune_{index}.csv")
                 settings = {"LOCKSTEP_AUTOTUNE": "1", "LOCKSTEP_AUTOTUNE_LOG": log}
-            result = self.launch(f"8/8 gradient step, {mode} settings, launch {index + 1} of {len(modes)}",
-                                 "bench_autotune.py", 2, f"autotune_{index}_{mode}.json", settings=settings)
+            result = self.launch(
+                f"8/8 gradient step, {mode} settings, launch {index + 1} of {len(modes)}",
+                "bench_autotune.py",
+                2,
+                f"autotune_{index}_{mode}.json",
+                settings=settings,
+            )
             if result is not None:
                 launches.append(dict(result, mode=mode, log=read_autotune_log(log)))
         return {"launches": launches} if launches else None
 
-
     def negotiation(self):
         rows = []
         for ranks in NEGOTIATION_RANKS[:3] if self.quick else NEGOTIATION_RANKS:
-            result = self.launch(f"9/9 negotiation cycle, {ranks} ranks", "bench_negotiation.py", ranks,
-                                 f"negotiation_{ranks}ranks.json")
+            result = self.launch(
+                f"9/9 negotiation cycle, {ranks} ranks", "bench_negotiation.py", ranks, f"negotiation_{ranks}ranks.json"
+            )
             if result is not None:
                 rows += [dict(row, ranks=ranks, oversubscribed=result["oversubscribed"]) for row in result["rows"]]
         return {"rows": rows} if rows else None
@@ -173,8 +193,10 @@ def read_autotune_log(path):
         return None
     with open(path) as stream:
         rows = list(csv.DictReader(stream))
-    return {"windows": len([row for row in rows if row["phase"] != "final"]),
-            "final": next((row for row in rows if row["phase"] == "final"), None)}
+    return {
+        "windows": len([row for row in rows if row["phase"] != "final"]),
+        "final": next((row for row in rows if row["phase"] == "final"), None),
+    }
 
 
 def memory_settings(quick):
@@ -194,8 +216,10 @@ def mpi_version():
 
 
 def machine_description():
-    return (f"{platform.node()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
-            f"{mpi_version()}, Python {platform.python_version()}")
+    return (
+        f"{platform.node()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
+        f"{mpi_version()}, Python {platform.python_version()}"
+    )
 
 
 def run_benchmarks(runner, keys, rank_counts):
@@ -227,7 +251,9 @@ def write_outputs(results, results_dir, publish):
     """JSON, Markdown and plots into results_dir; with `publish` also the committed copies."""
     with open(os.path.join(results_dir, "results.json"), "w") as stream:
         json.dump(results, stream, indent=1)
-    links = {key: f"plots/{name}" for key, name in plots.write_plots(results, os.path.join(results_dir, "plots")).items()}
+    links = {
+        key: f"plots/{name}" for key, name in plots.write_plots(results, os.path.join(results_dir, "plots")).items()
+    }
     markdown = report.render(results, links)
     with open(os.path.join(results_dir, "results.md"), "w") as stream:
         stream.write(markdown)
@@ -262,10 +288,18 @@ def main():
     started, load_before = time.monotonic(), load_average()
     results = run_benchmarks(runner, args.only or BENCHMARKS, args.np)
     results["meta"] = {
-        "command": "make bench" if not (args.quick or args.only) else " ".join(["benchmarks/run_all.py", *sys.argv[1:]]),
-        "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine_description(),
-        "total_s": time.monotonic() - started, "load_before": load_before, "load_after": load_average(),
-        "quick": args.quick, "cores": os.cpu_count(), "mpi": mpi_version(), "rank_counts": args.np,
+        "command": "make bench"
+        if not (args.quick or args.only)
+        else " ".join(["benchmarks/run_all.py", *sys.argv[1:]]),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "machine": machine_description(),
+        "total_s": time.monotonic() - started,
+        "load_before": load_before,
+        "load_after": load_average(),
+        "quick": args.quick,
+        "cores": os.cpu_count(),
+        "mpi": mpi_version(),
+        "rank_counts": args.np,
     }
     # Only a complete, undisturbed run replaces the committed copies.
     publish = not (args.quick or args.only or args.timeline or runner.failures or args.np != [2])

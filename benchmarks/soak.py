@@ -25,9 +25,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import lockstep.numpy as hvd  # noqa: E402
 from memory_probe import resident_bytes  # noqa: E402
 from soak_ops import Op, draw_spec  # noqa: E402
+
+import lockstep.numpy as hvd  # noqa: E402
 
 MIB = 1 << 20
 
@@ -89,8 +90,13 @@ class Soak:
             return None
         spec = draw_spec(self.rng, self.size, self.done)
         if asynchronous and spec["kind"] == "barrier":
-            spec = {"kind": "allreduce", "name": None, "seed": spec["seed"], "op": "Sum",
-                    "members": [(np.dtype(np.int32), 3)]}
+            spec = {
+                "kind": "allreduce",
+                "name": None,
+                "seed": spec["seed"],
+                "op": "Sum",
+                "members": [(np.dtype(np.int32), 3)],
+            }
         if spec["name"] in names_in_flight:  # a name may be in flight only once
             spec["name"] = f"soak.fresh.{self.done}"
         if spec["name"] is not None:
@@ -104,8 +110,9 @@ class Soak:
         rss = resident_bytes()["VmRSS"]
         self.samples.append((self.done, time.monotonic() - started, rss))
         if self.rank == 0:
-            print(f"soak: {self.done:>7} ops  {self.samples[-1][1]:8.1f} s  rank 0 RSS {rss / MIB:8.1f} MiB",
-                  flush=True)
+            print(
+                f"soak: {self.done:>7} ops  {self.samples[-1][1]:8.1f} s  rank 0 RSS {rss / MIB:8.1f} MiB", flush=True
+            )
 
     def growth_after_warmup(self):
         """(RSS at the end minus RSS at the first sample after warm-up, the same with
@@ -139,21 +146,40 @@ def main():
 
 def report(args, soak, elapsed, size, growths, series, failed):
     ops = [ops for ops, _, _ in soak.samples]
-    print(f"soak: {soak.done} ops on {size} ranks in {elapsed:.1f} s ({soak.done / elapsed:.0f} ops/s), "
-          f"every result exact; mix {dict(sorted(soak.counts.items()))}")
+    print(
+        f"soak: {soak.done} ops on {size} ranks in {elapsed:.1f} s ({soak.done / elapsed:.0f} ops/s), "
+        f"every result exact; mix {dict(sorted(soak.counts.items()))}"
+    )
     print("soak: RSS in MiB at ops " + " ".join(str(o) for o in ops))
     for r, values in enumerate(series):
         print(f"soak:   rank {r}: " + " ".join(f"{v / MIB:.1f}" for v in values))
-    print(f"soak: RSS growth from {args.warmup:.0%} to 100% of the run, per rank (MiB): "
-          + ", ".join(f"{g / MIB:+.2f}" for g, _ in growths) + "; median of 3 samples at each end: "
-          + ", ".join(f"{g / MIB:+.2f}" for _, g in growths) + f" (limit {args.max_growth_mib} MiB)")
+    print(
+        f"soak: RSS growth from {args.warmup:.0%} to 100% of the run, per rank (MiB): "
+        + ", ".join(f"{g / MIB:+.2f}" for g, _ in growths)
+        + "; median of 3 samples at each end: "
+        + ", ".join(f"{g / MIB:+.2f}" for _, g in growths)
+        + f" (limit {args.max_growth_mib} MiB)"
+    )
     if failed:
         print(f"soak: MEMORY GROWTH beyond the limit on rank(s) {failed}")
     if args.json:
         with open(args.json, "w") as stream:
-            json.dump({"ops": soak.done, "ranks": size, "seconds": elapsed, "ops_per_second": soak.done / elapsed,
-                       "mix": soak.counts, "sample_ops": ops, "rss_bytes": series, "growth_bytes": growths,
-                       "warmup_fraction": args.warmup, "max_growth_mib": args.max_growth_mib}, stream, indent=1)
+            json.dump(
+                {
+                    "ops": soak.done,
+                    "ranks": size,
+                    "seconds": elapsed,
+                    "ops_per_second": soak.done / elapsed,
+                    "mix": soak.counts,
+                    "sample_ops": ops,
+                    "rss_bytes": series,
+                    "growth_bytes": growths,
+                    "warmup_fraction": args.warmup,
+                    "max_growth_mib": args.max_growth_mib,
+                },
+                stream,
+                indent=1,
+            )
 
 
 if __name__ == "__main__":

@@ -22,8 +22,15 @@ NUMERIC = INTEGERS + FLOATS
 REDUCE_OPS = {"Sum": hvd.Sum, "Average": hvd.Average, "Min": hvd.Min, "Max": hvd.Max, "Product": hvd.Product}
 BOOL_OPS = ("Sum", "Min", "Max")  # logical or, and, or
 # Weights of each collective in the mix.
-KINDS = {"allreduce": 8, "grouped_allreduce": 2, "allgather": 2, "broadcast": 2, "alltoall": 2,
-         "reducescatter": 2, "barrier": 1}
+KINDS = {
+    "allreduce": 8,
+    "grouped_allreduce": 2,
+    "allgather": 2,
+    "broadcast": 2,
+    "alltoall": 2,
+    "reducescatter": 2,
+    "barrier": 1,
+}
 KIND_NAMES = list(KINDS)
 KIND_P = np.array(list(KINDS.values()), float) / sum(KINDS.values())
 CACHED_NAMES = 64  # repeating names keep the response cache busy; fresh ones churn it
@@ -93,7 +100,7 @@ def _reduction_dtype(rng, op):
 def values(dtype, count, rank, seed, op="Sum", size=1):
     index = np.arange(count, dtype=np.int64) + seed
     if dtype == BOOL:
-        return ((index * 7 + rank * 3) % 5 < 2 + rank % 2)
+        return (index * 7 + rank * 3) % 5 < 2 + rank % 2
     if op == "Product":
         v = np.where((index + rank) % 3 == 0, 2, 1)
         if dtype.kind in "if":
@@ -176,8 +183,10 @@ class Op:
 
     def _expected_grouped_allreduce(self):
         per_rank = [self._members(r) for r in range(self.size)]
-        return [reduce_exact([inputs[i] for inputs in per_rank], dtype, self.spec["op"], self.size)
-                for i, (dtype, _) in enumerate(self.spec["members"])]
+        return [
+            reduce_exact([inputs[i] for inputs in per_rank], dtype, self.spec["op"], self.size)
+            for i, (dtype, _) in enumerate(self.spec["members"])
+        ]
 
     # data movement
 
@@ -208,15 +217,14 @@ class Op:
 
     def _alltoall(self, asynchronous):
         function = hvd.alltoall_async if asynchronous else hvd.alltoall
-        return function(self._alltoall_input(self.rank), splits=self.spec["splits"][self.rank],
-                        name=self.spec["name"])
+        return function(self._alltoall_input(self.rank), splits=self.spec["splits"][self.rank], name=self.spec["name"])
 
     def _expected_alltoall(self):
         pieces = []
         for sender in range(self.size):
             splits = self.spec["splits"][sender]
-            start = sum(splits[:self.rank])
-            pieces.append(self._alltoall_input(sender)[start:start + splits[self.rank]])
+            start = sum(splits[: self.rank])
+            pieces.append(self._alltoall_input(sender)[start : start + splits[self.rank]])
         received = [row[self.rank] for row in self.spec["splits"]]
         return np.concatenate(pieces), np.asarray(received, np.int32)
 
@@ -229,12 +237,13 @@ class Op:
         return function(self._scatter_input(self.rank), name=self.spec["name"], op=REDUCE_OPS[self.spec["op"]])
 
     def _expected_reducescatter(self):
-        reduced = reduce_exact([self._scatter_input(r) for r in range(self.size)], self.spec["dtype"],
-                               self.spec["op"], self.size)
+        reduced = reduce_exact(
+            [self._scatter_input(r) for r in range(self.size)], self.spec["dtype"], self.spec["op"], self.size
+        )
         rows = self.spec["rows"]
         counts = [rows // self.size + (r < rows % self.size) for r in range(self.size)]
-        start = sum(counts[:self.rank])
-        return reduced[start:start + counts[self.rank]]
+        start = sum(counts[: self.rank])
+        return reduced[start : start + counts[self.rank]]
 
     def _barrier(self, asynchronous):
         hvd.barrier()  # synchronous only; nothing to wait for afterwards
@@ -256,11 +265,14 @@ def _compare(actual, expected, what):
             raise AssertionError(f"{what}: expected no result, got {type(actual).__name__}")
         return
     if not isinstance(actual, np.ndarray) or actual.dtype != expected.dtype or actual.shape != expected.shape:
-        raise AssertionError(f"{what}: got {getattr(actual, 'dtype', type(actual))} {getattr(actual, 'shape', '')}, "
-                             f"expected {expected.dtype} {expected.shape}")
+        raise AssertionError(
+            f"{what}: got {getattr(actual, 'dtype', type(actual))} {getattr(actual, 'shape', '')}, "
+            f"expected {expected.dtype} {expected.shape}"
+        )
     got = actual.astype(np.float64) if actual.dtype in HALF_FLOATS else actual
     want = expected.astype(np.float64) if expected.dtype in HALF_FLOATS else expected
     if not np.array_equal(got, want):
         where = np.argwhere(got != want)[0]
-        raise AssertionError(f"{what}: first difference at {tuple(where)}: got {got[tuple(where)]}, "
-                             f"expected {want[tuple(where)]}")
+        raise AssertionError(
+            f"{what}: first difference at {tuple(where)}: got {got[tuple(where)]}, expected {want[tuple(where)]}"
+        )

@@ -50,8 +50,10 @@ def training_summary(training):
             per_ranks.setdefault(launch["ranks"], []).extend(row["throughput_per_block"])
             if launch["ranks"] > 1:
                 in_sync[row["variant"]] = in_sync.get(row["variant"], True) and row["parameters_in_sync"]
-    summary = {name: {ranks: float(np.median(values)) for ranks, values in per_ranks.items()}
-               for name, per_ranks in pooled.items()}
+    summary = {
+        name: {ranks: float(np.median(values)) for ranks, values in per_ranks.items()}
+        for name, per_ranks in pooled.items()
+    }
     for name, per_ranks in pooled.items():
         if 1 in per_ranks and 2 in per_ranks:
             # The fastest blocks are the ones other work on the machine disturbed least.
@@ -110,12 +112,14 @@ def _latency_targets(rows):
     checks = []
     for name in _lockstep_variants(rows):
         row = find_row(rows, name, size_bytes=4)
-        checks.append({
-            "target": f"4 B allreduce median <= 30 us ({name})",
-            "measured": f"{row['median_s'] * 1e6:.1f} us (p90 {row['p90_s'] * 1e6:.1f} us; "
-                        f"quietest round {row['best_round_median_s'] * 1e6:.1f} us)",
-            "held": row["median_s"] <= LATENCY_TARGET_S,
-        })
+        checks.append(
+            {
+                "target": f"4 B allreduce median <= 30 us ({name})",
+                "measured": f"{row['median_s'] * 1e6:.1f} us (p90 {row['p90_s'] * 1e6:.1f} us; "
+                f"quietest round {row['best_round_median_s'] * 1e6:.1f} us)",
+                "held": row["median_s"] <= LATENCY_TARGET_S,
+            }
+        )
     return checks
 
 
@@ -127,11 +131,13 @@ def _bandwidth_targets(rows):
             ours, mpi = find_row(rows, name, size_bytes=size), find_row(rows, MPI_VARIANT, size_bytes=size)
             if ours and mpi:
                 ratios.append((size, ours["busbw_GBps"] / mpi["busbw_GBps"]))
-        checks.append({
-            "target": f"busbw >= 0.95x MPI_Allreduce at 16-256 MiB ({name})",
-            "measured": ", ".join(f"{size // MIB} MiB {ratio:.2f}x" for size, ratio in ratios),
-            "held": all(ratio >= BUSBW_TARGET_RATIO for _, ratio in ratios),
-        })
+        checks.append(
+            {
+                "target": f"busbw >= 0.95x MPI_Allreduce at 16-256 MiB ({name})",
+                "measured": ", ".join(f"{size // MIB} MiB {ratio:.2f}x" for size, ratio in ratios),
+                "held": all(ratio >= BUSBW_TARGET_RATIO for _, ratio in ratios),
+            }
+        )
     return checks
 
 
@@ -144,13 +150,15 @@ def _gradient_targets(rows):
         # that returns fresh output arrays also pays for faulting in 97.5 MiB of new
         # pages every step, so it is shown for context rather than held to the target.
         in_place = "in place" in name
-        checks.append({
-            "target": f"gradient step steady state <= fastest raw MPI ({name})"
-                      + ("" if in_place else "; fresh outputs, context only"),
-            "measured": f"{row['median_s'] * 1e3:.1f} ms vs {fastest['variant']} "
-                            f"{fastest['median_s'] * 1e3:.1f} ms",
-            "held": row["median_s"] <= fastest["median_s"] if in_place else None,
-        })
+        checks.append(
+            {
+                "target": f"gradient step steady state <= fastest raw MPI ({name})"
+                + ("" if in_place else "; fresh outputs, context only"),
+                "measured": f"{row['median_s'] * 1e3:.1f} ms vs {fastest['variant']} "
+                f"{fastest['median_s'] * 1e3:.1f} ms",
+                "held": row["median_s"] <= fastest["median_s"] if in_place else None,
+            }
+        )
     return checks
 
 
@@ -160,23 +168,32 @@ def _training_targets(summary):
         return []
     ceiling = summary.get(SYNC_ONLY, {}).get("efficiency")
     ceiling_text = f"; per-step sync alone {ceiling:.2f}" if ceiling is not None else ""
-    return [{
-        "target": "training scaling efficiency >= 0.95 (DistributedOptimizer)",
-        "measured": f"{numbers['efficiency']:.2f} ({numbers[1]:.0f} -> {numbers[2]:.0f} samples/s; "
-                    f"fastest blocks {numbers['efficiency_best']:.2f}{ceiling_text})",
-        "held": numbers["efficiency"] >= SCALING_TARGET,
-    }]
+    return [
+        {
+            "target": "training scaling efficiency >= 0.95 (DistributedOptimizer)",
+            "measured": f"{numbers['efficiency']:.2f} ({numbers[1]:.0f} -> {numbers[2]:.0f} samples/s; "
+            f"fastest blocks {numbers['efficiency_best']:.2f}{ceiling_text})",
+            "held": numbers["efficiency"] >= SCALING_TARGET,
+        }
+    ]
 
 
 def background_thread_use(training):
     """Medians over the 2-rank launches of the background thread's share of a core and
     its wake-ups per step while the DistributedOptimizer trains; None if not measured."""
-    rows = [row for launch in training["launches"] if launch["ranks"] == 2 for row in launch["rows"]
-            if row["variant"] == TRAINING_VARIANT and "background_thread_core_fraction" in row]
+    rows = [
+        row
+        for launch in training["launches"]
+        if launch["ranks"] == 2
+        for row in launch["rows"]
+        if row["variant"] == TRAINING_VARIANT and "background_thread_core_fraction" in row
+    ]
     if not rows:
         return None
-    return (float(np.median([row["background_thread_core_fraction"] for row in rows])),
-            float(np.median([row["background_thread_wakeups_per_step"] for row in rows])))
+    return (
+        float(np.median([row["background_thread_core_fraction"] for row in rows])),
+        float(np.median([row["background_thread_wakeups_per_step"] for row in rows])),
+    )
 
 
 def _background_thread_targets(training):
@@ -184,11 +201,13 @@ def _background_thread_targets(training):
     if use is None:
         return []
     fraction, wakeups = use
-    return [{
-        "target": "background thread <= 5% of a core while training (2 ranks)",
-        "measured": f"{fraction * 100:.1f}% of a core, {wakeups:.0f} wake-ups per step",
-        "held": fraction <= BACKGROUND_THREAD_TARGET,
-    }]
+    return [
+        {
+            "target": "background thread <= 5% of a core while training (2 ranks)",
+            "measured": f"{fraction * 100:.1f}% of a core, {wakeups:.0f} wake-ups per step",
+            "held": fraction <= BACKGROUND_THREAD_TARGET,
+        }
+    ]
 
 
 def autotune_medians(autotune):
@@ -205,9 +224,13 @@ def _autotune_targets(autotune):
     medians = autotune_medians(autotune)
     if medians is None:
         return []
-    return [{"target": "autotuned gradient step no slower than default settings",
-             "measured": f"{medians[1] * 1e3:.1f} vs {medians[0] * 1e3:.1f} ms",
-             "held": medians[1] <= medians[0] * 1.02}]
+    return [
+        {
+            "target": "autotuned gradient step no slower than default settings",
+            "measured": f"{medians[1] * 1e3:.1f} vs {medians[0] * 1e3:.1f} ms",
+            "held": medians[1] <= medians[0] * 1.02,
+        }
+    ]
 
 
 def _memory_targets(rows):
@@ -219,12 +242,14 @@ def _memory_targets(rows):
         # the whole gradient set fuses into one buffer, and MPI adds a temporary half its
         # size (as in the raw-MPI concatenated column): 97.5 + 48.7 MiB.
         chunking_off = row["chunk_bytes"] == 0
-        checks.append({
-            "target": f"peak RSS overhead <= fusion threshold + 16 MiB ({label})"
-                      + ("; chunking switched off, context only" if chunking_off else ""),
-            "measured": f"{overhead / MIB:.1f} MiB (limit {memory_limit(row) / MIB:.0f} MiB)",
-            "held": None if chunking_off else overhead <= memory_limit(row),
-        })
+        checks.append(
+            {
+                "target": f"peak RSS overhead <= fusion threshold + 16 MiB ({label})"
+                + ("; chunking switched off, context only" if chunking_off else ""),
+                "measured": f"{overhead / MIB:.1f} MiB (limit {memory_limit(row) / MIB:.0f} MiB)",
+                "held": None if chunking_off else overhead <= memory_limit(row),
+            }
+        )
     return checks
 
 
@@ -240,11 +265,14 @@ def _shm_targets(rows):
             ratios.append(found[SHM_VARIANT]["busbw_GBps"] / found[SHM_MPI_PATH]["busbw_GBps"])
         median = float(np.median(ratios))
         uses_shm = ranks >= SHM_AUTO_MIN_RANKS
-        checks.append({
-            "target": f"shared-memory allreduce >= lockstep's MPI path at {ranks} ranks"
-                      + ("" if uses_shm else "; auto keeps MPI here, context only"),
-            "measured": f"shared memory / MPI path {median:.2f}x (median over sizes; "
-                        + ", ".join(f"{r:.2f}" for r in ratios) + ")",
-            "held": median >= 1.0 if uses_shm else None,
-        })
+        checks.append(
+            {
+                "target": f"shared-memory allreduce >= lockstep's MPI path at {ranks} ranks"
+                + ("" if uses_shm else "; auto keeps MPI here, context only"),
+                "measured": f"shared memory / MPI path {median:.2f}x (median over sizes; "
+                + ", ".join(f"{r:.2f}" for r in ratios)
+                + ")",
+                "held": median >= 1.0 if uses_shm else None,
+            }
+        )
     return checks

@@ -11,8 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 DEFAULT_DIR = "/usr/share/datasets/fashion-mnist"
-CLASS_NAMES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-               "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
+CLASS_NAMES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
 FILES = {
     "train_images": "train-images-idx3-ubyte.gz",
     "train_labels": "train-labels-idx1-ubyte.gz",
@@ -44,8 +43,9 @@ def parse_idx(raw, source="<bytes>"):
     dtype = np.dtype(IDX_DTYPES[type_code])
     expected = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
     if len(raw) - header_size != expected:
-        raise ValueError(f"{source}: header promises {expected} data bytes for shape {shape}, "
-                         f"file has {len(raw) - header_size}")
+        raise ValueError(
+            f"{source}: header promises {expected} data bytes for shape {shape}, file has {len(raw) - header_size}"
+        )
     data = np.frombuffer(raw, dtype=dtype, offset=header_size).reshape(shape)
     return data.astype(dtype.newbyteorder("="))
 
@@ -57,13 +57,13 @@ def read_idx_gz(path):
 
 def dataset_dir(directory=None):
     directory = directory or os.environ.get("FASHION_MNIST_DIR", DEFAULT_DIR)
-    missing = [name for name in FILES.values()
-               if not os.path.isfile(os.path.join(directory, name))]
+    missing = [name for name in FILES.values() if not os.path.isfile(os.path.join(directory, name))]
     if missing:
         raise FileNotFoundError(
             f"Fashion-MNIST not found in {directory} (missing {', '.join(missing)}). "
             "Install it with `apt-get install dataset-fashion-mnist`, or point "
-            "FASHION_MNIST_DIR at a folder holding the four IDX .gz files.")
+            "FASHION_MNIST_DIR at a folder holding the four IDX .gz files."
+        )
     return directory
 
 
@@ -74,13 +74,13 @@ def load_fashion_mnist(directory=None):
     for split in ("train", "test"):
         images, labels = arrays[f"{split}_images"], arrays[f"{split}_labels"]
         if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
-            raise ValueError(f"{directory}: {split} images {images.shape} do not match "
-                             f"labels {labels.shape}")
+            raise ValueError(f"{directory}: {split} images {images.shape} do not match labels {labels.shape}")
     return FashionMnist(
         train_images=_scale(arrays["train_images"]),
         train_labels=arrays["train_labels"].astype(np.int64),
         test_images=_scale(arrays["test_images"]),
-        test_labels=arrays["test_labels"].astype(np.int64))
+        test_labels=arrays["test_labels"].astype(np.int64),
+    )
 
 
 def _scale(images):

@@ -22,11 +22,11 @@ import time  # noqa: E402
 import jax  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+from data import load_fashion_mnist, shard_indices  # noqa: E402
+from keras_fashion_mnist import build_model  # noqa: E402
 
 import lockstep.jax as hvd  # noqa: E402
 import lockstep.keras  # noqa: E402
-from data import load_fashion_mnist, shard_indices  # noqa: E402
-from keras_fashion_mnist import build_model  # noqa: E402
 
 
 def parse_args():
@@ -34,8 +34,9 @@ def parse_args():
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=128, help="examples per rank per step")
     parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate for one rank")
-    parser.add_argument("--train-examples", type=int, default=None,
-                        help="train on the first N examples only (quick runs, tests)")
+    parser.add_argument(
+        "--train-examples", type=int, default=None, help="train on the first N examples only (quick runs, tests)"
+    )
     args = parser.parse_args()
     if min(args.epochs, args.batch_size) < 1 or args.lr <= 0:
         parser.error("--epochs, --batch-size and --lr must be positive")
@@ -50,8 +51,7 @@ def make_train_step(model, optimizer, loss_fn):
     @jax.jit
     def train_step(state, x, y):
         trainable, non_trainable, optimizer_vars = state
-        (loss, non_trainable), grads = jax.value_and_grad(loss_and_state, has_aux=True)(
-            trainable, non_trainable, x, y)
+        (loss, non_trainable), grads = jax.value_and_grad(loss_and_state, has_aux=True)(trainable, non_trainable, x, y)
         # The distributed optimizer's apply() averages `grads` over the ranks here.
         trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
         return loss, (trainable, non_trainable, optimizer_vars)
@@ -101,13 +101,19 @@ def main():
     optimizer = lockstep.keras.DistributedOptimizer(keras.optimizers.Adam(args.lr * size))
     optimizer.build(model.trainable_variables)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    state = ([v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables],
-             [v.value for v in optimizer.variables])
+    state = (
+        [v.value for v in model.trainable_variables],
+        [v.value for v in model.non_trainable_variables],
+        [v.value for v in optimizer.variables],
+    )
     state = hvd.broadcast_parameters(state, root_rank=0)
     train_step = make_train_step(model, optimizer, loss_fn)
     if rank == 0:
-        print(f"{size} ranks, Keras on JAX with a jitted step, {steps} steps of {args.batch_size} per rank "
-              f"per epoch, lr {args.lr * size:g}", flush=True)
+        print(
+            f"{size} ranks, Keras on JAX with a jitted step, {steps} steps of {args.batch_size} per rank "
+            f"per epoch, lr {args.lr * size:g}",
+            flush=True,
+        )
     images, labels = data.train_images[shard, ..., None], data.train_labels[shard]
     rng = np.random.default_rng(rank)
     start = time.perf_counter()
@@ -115,7 +121,7 @@ def main():
         order = rng.permutation(len(labels))
         losses = []
         for step in range(steps):
-            batch = order[step * args.batch_size:(step + 1) * args.batch_size]
+            batch = order[step * args.batch_size : (step + 1) * args.batch_size]
             loss, state = train_step(state, images[batch], labels[batch])
             losses.append(loss)
         mean_loss = float(hvd.allreduce(np.mean(jax.device_get(losses)), op=hvd.Average))

@@ -16,16 +16,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from data import load_fashion_mnist, shard_indices
 
 import lockstep.jax as hvd
-from data import load_fashion_mnist, shard_indices
 
 
 def init_mlp(key, sizes=(784, 256, 128, 10)):
     params = []
     for layer_key, (fan_in, fan_out) in zip(jax.random.split(key, len(sizes) - 1), zip(sizes[:-1], sizes[1:])):
-        params.append({"w": jax.random.normal(layer_key, (fan_in, fan_out)) * jnp.sqrt(2.0 / fan_in),
-                       "b": jnp.zeros(fan_out)})
+        params.append(
+            {"w": jax.random.normal(layer_key, (fan_in, fan_out)) * jnp.sqrt(2.0 / fan_in), "b": jnp.zeros(fan_out)}
+        )
     return params
 
 
@@ -44,8 +45,9 @@ def main():
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=128, help="examples per rank per step")
     parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate for one rank")
-    parser.add_argument("--train-examples", type=int, default=None,
-                        help="train on the first N examples only (quick runs, tests)")
+    parser.add_argument(
+        "--train-examples", type=int, default=None, help="train on the first N examples only (quick runs, tests)"
+    )
     args = parser.parse_args()
 
     hvd.init()
@@ -72,7 +74,7 @@ def main():
         order = rng.permutation(len(labels))
         losses = []
         for step in range(steps):
-            batch = order[step * args.batch_size:(step + 1) * args.batch_size]
+            batch = order[step * args.batch_size : (step + 1) * args.batch_size]
             params, opt_state, loss = train_step(params, opt_state, images[batch], labels[batch])
             losses.append(loss)
         mean_loss = float(hvd.allreduce(np.mean(jax.device_get(losses)), op=hvd.Average))
@@ -81,14 +83,16 @@ def main():
 
     share = np.arange(rank, len(data.test_labels), size)
     predicted = np.argmax(jax.jit(logits_of)(params, data.test_images[share].reshape(len(share), -1)), axis=1)
-    correct = hvd.allreduce(np.array([np.count_nonzero(predicted == data.test_labels[share]), len(share)],
-                                     np.int32), op=hvd.Sum)
+    correct = hvd.allreduce(
+        np.array([np.count_nonzero(predicted == data.test_labels[share]), len(share)], np.int32), op=hvd.Sum
+    )
     digest = hashlib.sha256(b"".join(np.asarray(leaf).tobytes() for leaf in jax.tree.leaves(params))).hexdigest()
     identical = len(set(hvd.allgather_object(digest))) == 1
     if rank == 0:
         print(f"test accuracy {int(correct[0]) / int(correct[1]):.2%} after {args.epochs} epochs")
-        print("parameters identical on all ranks" if identical else "ERROR: ranks hold different parameters",
-              flush=True)
+        print(
+            "parameters identical on all ranks" if identical else "ERROR: ranks hold different parameters", flush=True
+        )
     hvd.shutdown()
     return 0 if identical else 1
 

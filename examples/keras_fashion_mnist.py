@@ -22,9 +22,9 @@ import time  # noqa: E402
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+from data import load_fashion_mnist, shard_indices  # noqa: E402
 
 import lockstep.keras as hvd  # noqa: E402
-from data import load_fashion_mnist, shard_indices  # noqa: E402
 
 
 def parse_args():
@@ -33,8 +33,9 @@ def parse_args():
     parser.add_argument("--batch-size", type=int, default=128, help="examples per rank per step")
     parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate for one rank")
     parser.add_argument("--warmup-epochs", type=int, default=1)
-    parser.add_argument("--decay-epochs", type=int, default=1,
-                        help="final epochs trained at a quarter of the learning rate")
+    parser.add_argument(
+        "--decay-epochs", type=int, default=1, help="final epochs trained at a quarter of the learning rate"
+    )
     parser.add_argument("--threads", type=int, default=1, help="compute threads per rank")
     args = parser.parse_args()
     if min(args.epochs, args.batch_size, args.threads) < 1 or args.lr <= 0:
@@ -110,31 +111,42 @@ def main():
 
     scaled_lr = args.lr * size
     model = build_model()
-    model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.Adam(scaled_lr)),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"])
+    model.compile(
+        optimizer=hvd.DistributedOptimizer(keras.optimizers.Adam(scaled_lr)),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
     callbacks = [
         hvd.BroadcastGlobalVariablesCallback(0),
         hvd.MetricAverageCallback(),  # before anything that reads the epoch's metrics
         hvd.LearningRateWarmupCallback(scaled_lr, warmup_epochs=args.warmup_epochs, verbose=int(rank == 0)),
         # A lower rate for the last epochs settles the weights into a better minimum.
-        hvd.LearningRateScheduleCallback(scaled_lr, multiplier=0.25,
-                                         start_epoch=max(args.warmup_epochs, args.epochs - args.decay_epochs)),
+        hvd.LearningRateScheduleCallback(
+            scaled_lr, multiplier=0.25, start_epoch=max(args.warmup_epochs, args.epochs - args.decay_epochs)
+        ),
     ]
     if rank == 0:
-        print(f"{size} ranks on Keras' {keras.backend.backend()} backend, {len(shard)} training examples "
-              f"each, batch {args.batch_size} per rank, lr {scaled_lr:g}", flush=True)
+        print(
+            f"{size} ranks on Keras' {keras.backend.backend()} backend, {len(shard)} training examples "
+            f"each, batch {args.batch_size} per rank, lr {scaled_lr:g}",
+            flush=True,
+        )
     start = time.perf_counter()
-    model.fit(data.train_images[shard, ..., None], data.train_labels[shard], batch_size=args.batch_size,
-              epochs=args.epochs, callbacks=callbacks, verbose=2 if rank == 0 else 0)
+    model.fit(
+        data.train_images[shard, ..., None],
+        data.train_labels[shard],
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+        callbacks=callbacks,
+        verbose=2 if rank == 0 else 0,
+    )
     train_seconds = time.perf_counter() - start
     average_batch_norm_statistics(model)
     accuracy = test_accuracy(model, data)
     identical = weights_identical_everywhere(model)
     if rank == 0:
         print(f"test accuracy {accuracy:.2%} after {args.epochs} epochs ({train_seconds:.0f}s of training)")
-        print("weights identical on all ranks" if identical else "ERROR: ranks hold different weights",
-              flush=True)
+        print("weights identical on all ranks" if identical else "ERROR: ranks hold different weights", flush=True)
     hvd.shutdown()
     return 0 if identical else 1
 

@@ -22,10 +22,10 @@ import sys  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
+from data import load_fashion_mnist, shard_indices  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 import lockstep.numpy as hvd  # noqa: E402
-from data import load_fashion_mnist, shard_indices  # noqa: E402
 
 LAYER_SIZES = (28 * 28, 256, 10)
 PARAMETER_NAMES = ("w1", "b1", "w2", "b2")
@@ -35,8 +35,9 @@ def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=64, help="examples per rank per step")
-    parser.add_argument("--lr", type=float, default=0.03,
-                        help="peak learning rate for one rank; scaled by the number of ranks")
+    parser.add_argument(
+        "--lr", type=float, default=0.03, help="peak learning rate for one rank; scaled by the number of ranks"
+    )
     parser.add_argument("--momentum", type=float, default=0.9)
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args()
@@ -115,8 +116,7 @@ class MomentumSGD:
 def average_gradients(grads):
     # One group per step: negotiated as a unit and fused into one buffer. The stable
     # name lets the response cache skip renegotiation after the first step.
-    averaged = hvd.grouped_allreduce([grads[name] for name in PARAMETER_NAMES],
-                                     op=hvd.Average, name="gradients")
+    averaged = hvd.grouped_allreduce([grads[name] for name in PARAMETER_NAMES], op=hvd.Average, name="gradients")
     return dict(zip(PARAMETER_NAMES, averaged))
 
 
@@ -125,10 +125,9 @@ def train_epoch(params, optimizer, data, shard, batch_size, rng, epoch):
     order = rng.permutation(shard)
     steps = len(order) // batch_size  # equal on every rank: shards are equal
     losses = np.empty(steps, np.float64)
-    progress = tqdm(range(steps), desc=f"epoch {epoch}", disable=hvd.rank() != 0,
-                    file=sys.stdout, mininterval=1.0)
+    progress = tqdm(range(steps), desc=f"epoch {epoch}", disable=hvd.rank() != 0, file=sys.stdout, mininterval=1.0)
     for step in progress:
-        batch = order[step * batch_size:(step + 1) * batch_size]
+        batch = order[step * batch_size : (step + 1) * batch_size]
         logits, activations = forward(params, data.train_images[batch])
         losses[step], grad_logits = softmax_cross_entropy(logits, data.train_labels[batch])
         optimizer.step(params, average_gradients(backward(params, activations, grad_logits)))
@@ -141,8 +140,7 @@ def evaluate_accuracy(params, data):
     share = np.arange(hvd.rank(), len(data.test_labels), hvd.size())
     logits, _ = forward(params, data.test_images[share])
     correct = np.count_nonzero(logits.argmax(axis=1) == data.test_labels[share])
-    totals = hvd.allreduce(np.array([correct, len(share)], np.int64), op=hvd.Sum,
-                           name="test_accuracy")
+    totals = hvd.allreduce(np.array([correct, len(share)], np.int64), op=hvd.Sum, name="test_accuracy")
     return totals[0] / totals[1]
 
 
@@ -179,28 +177,25 @@ def main():
     shard = shard_indices(len(data.train_labels), hvd.rank(), hvd.size())
     # Different seeds per rank on purpose: the broadcast is what makes them agree.
     params = init_parameters(np.random.default_rng(args.seed + hvd.rank()))
-    params = {name: hvd.broadcast(params[name], root_rank=0, name=f"init.{name}")
-              for name in PARAMETER_NAMES}
+    params = {name: hvd.broadcast(params[name], root_rank=0, name=f"init.{name}") for name in PARAMETER_NAMES}
     steps_per_epoch = len(shard) // args.batch_size
     if steps_per_epoch == 0:
-        raise SystemExit(f"--batch-size {args.batch_size} exceeds the {len(shard)} "
-                         "training examples each rank has")
-    optimizer = MomentumSGD(params, args.lr * hvd.size(), args.momentum,
-                            total_steps=args.epochs * steps_per_epoch)
+        raise SystemExit(f"--batch-size {args.batch_size} exceeds the {len(shard)} training examples each rank has")
+    optimizer = MomentumSGD(params, args.lr * hvd.size(), args.momentum, total_steps=args.epochs * steps_per_epoch)
     shuffle_rng = np.random.default_rng([args.seed, hvd.rank()])
-    log(f"{hvd.size()} ranks, {len(shard)} training examples each, "
-        f"batch {args.batch_size} per rank, peak lr {args.lr * hvd.size():g}")
+    log(
+        f"{hvd.size()} ranks, {len(shard)} training examples each, "
+        f"batch {args.batch_size} per rank, peak lr {args.lr * hvd.size():g}"
+    )
 
     start = time.perf_counter()
     for epoch in range(1, args.epochs + 1):
         loss = train_epoch(params, optimizer, data, shard, args.batch_size, shuffle_rng, epoch)
         accuracy = evaluate_accuracy(params, data)
-        log(f"epoch {epoch}: loss {loss:.4f}  test accuracy {accuracy:.2%}  "
-            f"({time.perf_counter() - start:.1f}s)")
+        log(f"epoch {epoch}: loss {loss:.4f}  test accuracy {accuracy:.2%}  ({time.perf_counter() - start:.1f}s)")
 
     identical = all_ranks_identical(params)
-    log("weights bitwise identical on all ranks" if identical
-        else "ERROR: ranks hold different weights")
+    log("weights bitwise identical on all ranks" if identical else "ERROR: ranks hold different weights")
     hvd.shutdown()
     return 0 if identical else 1
 

@@ -19,9 +19,9 @@ import time  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from data import load_fashion_mnist, shard_indices  # noqa: E402
 
 import lockstep.tensorflow as hvd  # noqa: E402
-from data import load_fashion_mnist, shard_indices  # noqa: E402
 
 
 def parse_args():
@@ -36,12 +36,14 @@ def parse_args():
 
 
 def build_model():
-    return keras.Sequential([
-        keras.Input((28, 28)),
-        keras.layers.Flatten(),
-        keras.layers.Dense(256, activation="relu"),
-        keras.layers.Dense(10),
-    ])
+    return keras.Sequential(
+        [
+            keras.Input((28, 28)),
+            keras.layers.Flatten(),
+            keras.layers.Dense(256, activation="relu"),
+            keras.layers.Dense(10),
+        ]
+    )
 
 
 class Trainer:
@@ -99,13 +101,18 @@ def main():
     trainer.broadcast_from(root_rank=0)
     start = time.perf_counter()
     for epoch in range(1, args.epochs + 1):
-        losses = [trainer.train_step(images, labels) for images, labels in batches(data, shard, args.batch_size,
-                                                                                     seed=epoch * size + rank)]
+        losses = [
+            trainer.train_step(images, labels)
+            for images, labels in batches(data, shard, args.batch_size, seed=epoch * size + rank)
+        ]
         mean_loss = hvd.allreduce(tf.reduce_mean(tf.stack(losses))).numpy()
         accuracy = test_accuracy(trainer.model, data)
         if rank == 0:
-            print(f"epoch {epoch}: loss {mean_loss:.4f}  test accuracy {accuracy:.2%}  "
-                  f"({time.perf_counter() - start:.0f}s)", flush=True)
+            print(
+                f"epoch {epoch}: loss {mean_loss:.4f}  test accuracy {accuracy:.2%}  "
+                f"({time.perf_counter() - start:.0f}s)",
+                flush=True,
+            )
     identical = weights_identical_everywhere(trainer.model)
     if rank == 0:
         print("weights identical on all ranks" if identical else "ERROR: ranks hold different weights", flush=True)

@@ -26,11 +26,11 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
+from data import load_fashion_mnist, shard_indices  # noqa: E402
 from torch import nn  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 import lockstep.torch as hvd  # noqa: E402
-from data import load_fashion_mnist, shard_indices  # noqa: E402
 
 CHECKPOINT_PATTERN = "epoch-*.pt"
 
@@ -40,13 +40,20 @@ def parse_args():
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=64, help="examples per rank per step")
     parser.add_argument("--lr", type=float, default=2e-3, help="Adam learning rate for one rank; scaled by ranks")
-    parser.add_argument("--train-examples", type=int, default=None,
-                        help="train on only this many examples per epoch (all ranks together)")
+    parser.add_argument(
+        "--train-examples",
+        type=int,
+        default=None,
+        help="train on only this many examples per epoch (all ranks together)",
+    )
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--checkpoint-dir", default="checkpoints/torch_fashion_mnist")
     parser.add_argument("--fresh", action="store_true", help="ignore existing checkpoints")
-    parser.add_argument("--sync-batch-norm", action="store_true",
-                        help="normalize with statistics of all ranks' batches (hvd.SyncBatchNorm)")
+    parser.add_argument(
+        "--sync-batch-norm",
+        action="store_true",
+        help="normalize with statistics of all ranks' batches (hvd.SyncBatchNorm)",
+    )
     args = parser.parse_args()
     if args.epochs < 1 or args.batch_size < 1 or args.lr <= 0:
         parser.error("--epochs, --batch-size and --lr must be positive")
@@ -56,11 +63,19 @@ def parse_args():
 def build_model(batch_norm):
     """The convnet of the Keras multi-GPU guide, in torch."""
     return nn.Sequential(
-        nn.Conv2d(1, 12, kernel_size=3, padding=1, bias=False), batch_norm(12), nn.ReLU(),
-        nn.Conv2d(12, 24, kernel_size=6, stride=2, bias=False), batch_norm(24), nn.ReLU(),
-        nn.Conv2d(24, 32, kernel_size=6, stride=2, padding=2), nn.ReLU(),  # Keras' "same" padding
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-        nn.Linear(32, 256), nn.ReLU(), nn.Dropout(0.5),
+        nn.Conv2d(1, 12, kernel_size=3, padding=1, bias=False),
+        batch_norm(12),
+        nn.ReLU(),
+        nn.Conv2d(12, 24, kernel_size=6, stride=2, bias=False),
+        batch_norm(24),
+        nn.ReLU(),
+        nn.Conv2d(24, 32, kernel_size=6, stride=2, padding=2),
+        nn.ReLU(),  # Keras' "same" padding
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(32, 256),
+        nn.ReLU(),
+        nn.Dropout(0.5),
         nn.Linear(256, 10),
     )
 
@@ -77,19 +92,19 @@ def train_epoch(model, optimizer, data, shard, args, epoch):
     if args.train_examples is not None:
         steps = min(steps, args.train_examples // (args.batch_size * hvd.size()))
     totals = torch.zeros(3, dtype=torch.float64)  # loss sum, correct, examples
-    progress = tqdm(range(steps), desc=f"epoch {epoch}", disable=hvd.rank() != 0, file=sys.stdout,
-                    mininterval=2.0)
+    progress = tqdm(range(steps), desc=f"epoch {epoch}", disable=hvd.rank() != 0, file=sys.stdout, mininterval=2.0)
     for step in progress:
         set_learning_rate(optimizer, args, epoch - 1 + step / steps)
-        rows = order[step * args.batch_size:(step + 1) * args.batch_size].numpy()
+        rows = order[step * args.batch_size : (step + 1) * args.batch_size].numpy()
         images, labels = as_batch(data.train_images[rows], data.train_labels[rows])
         optimizer.zero_grad()
         logits = model(images)
         loss = nn.functional.cross_entropy(logits, labels)
         loss.backward()
         optimizer.step()
-        totals += torch.tensor([loss.item() * len(rows), (logits.argmax(1) == labels).sum().item(), len(rows)],
-                               dtype=torch.float64)
+        totals += torch.tensor(
+            [loss.item() * len(rows), (logits.argmax(1) == labels).sum().item(), len(rows)], dtype=torch.float64
+        )
     totals = hvd.allreduce(totals, op=hvd.Sum, name="metrics.train")
     return (totals[0] / totals[2]).item(), (totals[1] / totals[2]).item()
 
@@ -122,7 +137,7 @@ def evaluate(model, data):
     share = torch.arange(hvd.rank(), len(data.test_labels), hvd.size()).numpy()
     correct = 0
     for start in range(0, len(share), 1000):
-        rows = share[start:start + 1000]
+        rows = share[start : start + 1000]
         images, labels = as_batch(data.test_images[rows], data.test_labels[rows])
         correct += (model(images).argmax(1) == labels).sum().item()
     totals = hvd.allreduce(torch.tensor([correct, len(share)], dtype=torch.int64), op=hvd.Sum, name="metrics.test")
@@ -193,16 +208,20 @@ def main():
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr * hvd.size())
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
     first_epoch = restore(model, optimizer, args) + 1
-    log(f"{hvd.size()} ranks, {len(shard)} training examples each, batch {args.batch_size} per rank, "
-        f"lr {args.lr * hvd.size():g}")
+    log(
+        f"{hvd.size()} ranks, {len(shard)} training examples each, batch {args.batch_size} per rank, "
+        f"lr {args.lr * hvd.size():g}"
+    )
 
     start = time.perf_counter()
     for epoch in range(first_epoch, args.epochs + 1):
         loss, train_accuracy = train_epoch(model, optimizer, data, shard, args, epoch)
         average_batch_norm_statistics(model)
         accuracy = evaluate(model, data)
-        log(f"epoch {epoch}: loss {loss:.4f}  train accuracy {train_accuracy:.2%}  test accuracy {accuracy:.2%}  "
-            f"({time.perf_counter() - start:.1f}s)")
+        log(
+            f"epoch {epoch}: loss {loss:.4f}  train accuracy {train_accuracy:.2%}  test accuracy {accuracy:.2%}  "
+            f"({time.perf_counter() - start:.1f}s)"
+        )
         save_checkpoint(model, optimizer, epoch, args.checkpoint_dir)
     if first_epoch > args.epochs:
         log(f"all {args.epochs} epochs were already done; test accuracy {evaluate(model, data):.2%}")

@@ -21,8 +21,11 @@ def normalize(line):
 def main(argv):
     old_path, new_paths = argv[0], argv[1:] or ["README.md"] + sorted(glob.glob("docs/*.md"))
     new_text = "\n".join(normalize(line) for path in new_paths for line in open(path))
-    missing = [line.rstrip() for line in open(old_path)
-               if line.strip() and not line.startswith("#") and normalize(line) not in new_text]
+    missing = [
+        line.rstrip()
+        for line in open(old_path)
+        if line.strip() and not line.startswith("#") and normalize(line) not in new_text
+    ]
     for line in missing:
         print("missing:", line)
     return 1 if missing else 0

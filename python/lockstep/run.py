@@ -25,9 +25,11 @@ from dataclasses import dataclass, field
 if __package__:
     from . import run_elastic, run_hosts
 else:  # run or loaded as a file: take the modules beside it, not an installed lockstep's
+
     def _load_sibling(name):
         spec = importlib.util.spec_from_file_location(
-            f"lockstep_{name}", os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py"))
+            f"lockstep_{name}", os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+        )
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module
@@ -58,45 +60,66 @@ def make_parser():
     parser = argparse.ArgumentParser(
         prog="lockstep-run",
         description="Run a lockstep training script on several processes with mpirun.",
-        epilog="Example: lockstep-run -np 2 python examples/numpy_fashion_mnist.py")
-    parser.add_argument("-np", "--num-proc", dest="num_proc", type=int,
-                        help="number of processes (ranks) to start (default: every slot of "
-                        "the hosts given or of the Slurm allocation)")
-    parser.add_argument("-H", "--hosts", help="hosts and slots, e.g. node1:4,node2:4 "
-                        "(default: the Slurm allocation's nodes, else this machine)")
-    parser.add_argument("--hostfile", metavar="FILE",
-                        help="hosts and slots, one `host slots=N` a line (Horovod's and "
-                        "Open MPI's syntax)")
-    parser.add_argument("--network-interface", metavar="IF[,IF]",
-                        help="interfaces (names or CIDR subnets) MPI may use between hosts, "
-                        "e.g. eth1 or 10.0.0.0/24")
-    parser.add_argument("--launcher", choices=("mpirun", "srun"), default="mpirun",
-                        help="start ranks with mpirun (default) or, inside a Slurm "
-                        "allocation, with srun")
-    parser.add_argument("--no-slurm", action="store_true",
-                        help="ignore a Slurm allocation: run on -H/--hostfile or this machine")
-    parser.add_argument("--timeline", metavar="PATH",
-                        help="write a Chrome-trace timeline of collectives to PATH")
-    parser.add_argument("--timeline-mark-cycles", action="store_true",
-                        help="mark each background cycle in the timeline")
-    parser.add_argument("--fusion-threshold-mb", type=float, metavar="MB",
-                        help="largest fused allreduce buffer in MiB (0 disables fusion)")
-    parser.add_argument("--cycle-time-ms", type=float, metavar="MS",
-                        help="how long the idle background thread waits between cycles")
-    parser.add_argument("--cache-capacity", type=int, metavar="N",
-                        help="response cache entries (0 disables the cache)")
+        epilog="Example: lockstep-run -np 2 python examples/numpy_fashion_mnist.py",
+    )
+    parser.add_argument(
+        "-np",
+        "--num-proc",
+        dest="num_proc",
+        type=int,
+        help="number of processes (ranks) to start (default: every slot of the hosts given or of the Slurm allocation)",
+    )
+    parser.add_argument(
+        "-H",
+        "--hosts",
+        help="hosts and slots, e.g. node1:4,node2:4 (default: the Slurm allocation's nodes, else this machine)",
+    )
+    parser.add_argument(
+        "--hostfile",
+        metavar="FILE",
+        help="hosts and slots, one `host slots=N` a line (Horovod's and Open MPI's syntax)",
+    )
+    parser.add_argument(
+        "--network-interface",
+        metavar="IF[,IF]",
+        help="interfaces (names or CIDR subnets) MPI may use between hosts, e.g. eth1 or 10.0.0.0/24",
+    )
+    parser.add_argument(
+        "--launcher",
+        choices=("mpirun", "srun"),
+        default="mpirun",
+        help="start ranks with mpirun (default) or, inside a Slurm allocation, with srun",
+    )
+    parser.add_argument(
+        "--no-slurm", action="store_true", help="ignore a Slurm allocation: run on -H/--hostfile or this machine"
+    )
+    parser.add_argument("--timeline", metavar="PATH", help="write a Chrome-trace timeline of collectives to PATH")
+    parser.add_argument(
+        "--timeline-mark-cycles", action="store_true", help="mark each background cycle in the timeline"
+    )
+    parser.add_argument(
+        "--fusion-threshold-mb",
+        type=float,
+        metavar="MB",
+        help="largest fused allreduce buffer in MiB (0 disables fusion)",
+    )
+    parser.add_argument(
+        "--cycle-time-ms", type=float, metavar="MS", help="how long the idle background thread waits between cycles"
+    )
+    parser.add_argument("--cache-capacity", type=int, metavar="N", help="response cache entries (0 disables the cache)")
     parser.add_argument("--log-level", choices=LOG_LEVELS, help="core log level")
-    parser.add_argument("--mpi-args", default="", metavar="ARGS",
-                        help="extra arguments for mpirun, as one quoted string")
-    parser.add_argument("--verbose", action="store_true",
-                        help="print the mpirun command before running it")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the mpirun command and exit without running it")
-    parser.add_argument("--check-build", action="store_true",
-                        help="show which backends and frameworks are available, then exit")
+    parser.add_argument(
+        "--mpi-args", default="", metavar="ARGS", help="extra arguments for mpirun, as one quoted string"
+    )
+    parser.add_argument("--verbose", action="store_true", help="print the mpirun command before running it")
+    parser.add_argument("--dry-run", action="store_true", help="print the mpirun command and exit without running it")
+    parser.add_argument(
+        "--check-build", action="store_true", help="show which backends and frameworks are available, then exit"
+    )
     add_elastic_arguments(parser)
-    parser.add_argument("command", nargs=argparse.REMAINDER,
-                        help="the program to run on every rank, with its arguments")
+    parser.add_argument(
+        "command", nargs=argparse.REMAINDER, help="the program to run on every rank, with its arguments"
+    )
     return parser
 
 
@@ -104,29 +127,55 @@ def add_elastic_arguments(parser):
     """Horovod's elastic flags: with --host-discovery-script, lockstep-run supervises a
     sequence of mpirun jobs (see run_elastic.py)."""
     elastic = parser.add_argument_group("elastic training (Horovod's flags)")
-    elastic.add_argument("--host-discovery-script", metavar="SCRIPT",
-                         help="command printing the usable hosts as host:slots lines; makes the job "
-                         "elastic (polled about once a second)")
-    elastic.add_argument("--min-np", "--min-num-proc", dest="min_np", type=int, metavar="N",
-                         help="fewest ranks to train with (default: -np)")
-    elastic.add_argument("--max-np", "--max-num-proc", dest="max_np", type=int, metavar="N",
-                         help="most ranks to train with (default: every slot discovered)")
-    elastic.add_argument("--reset-limit", type=int, metavar="N",
-                         help="end the job after this many restarts (default: no limit)")
-    elastic.add_argument("--elastic-timeout", type=float, metavar="SECONDS",
-                         default=float(os.environ.get("HOROVOD_ELASTIC_TIMEOUT", 600)),
-                         help="how long to wait for --min-np slots before failing (default 600)")
-    elastic.add_argument("--blacklist-cooldown-range", type=int, nargs=2, metavar=("MIN", "MAX"),
-                         help="let a failed host back after MIN..MAX seconds, doubling per failure "
-                         "(default: blacklisted for good)")
+    elastic.add_argument(
+        "--host-discovery-script",
+        metavar="SCRIPT",
+        help="command printing the usable hosts as host:slots lines; makes the job "
+        "elastic (polled about once a second)",
+    )
+    elastic.add_argument(
+        "--min-np",
+        "--min-num-proc",
+        dest="min_np",
+        type=int,
+        metavar="N",
+        help="fewest ranks to train with (default: -np)",
+    )
+    elastic.add_argument(
+        "--max-np",
+        "--max-num-proc",
+        dest="max_np",
+        type=int,
+        metavar="N",
+        help="most ranks to train with (default: every slot discovered)",
+    )
+    elastic.add_argument(
+        "--reset-limit", type=int, metavar="N", help="end the job after this many restarts (default: no limit)"
+    )
+    elastic.add_argument(
+        "--elastic-timeout",
+        type=float,
+        metavar="SECONDS",
+        default=float(os.environ.get("HOROVOD_ELASTIC_TIMEOUT", 600)),
+        help="how long to wait for --min-np slots before failing (default 600)",
+    )
+    elastic.add_argument(
+        "--blacklist-cooldown-range",
+        type=int,
+        nargs=2,
+        metavar=("MIN", "MAX"),
+        help="let a failed host back after MIN..MAX seconds, doubling per failure (default: blacklisted for good)",
+    )
 
 
 def validate_elastic(args):
     if not args.host_discovery_script:
-        if any(value is not None for value in (args.min_np, args.max_np, args.reset_limit,
-                                               args.blacklist_cooldown_range)):
-            raise LaunchError("--min-np, --max-np, --reset-limit and --blacklist-cooldown-range need "
-                              "--host-discovery-script")
+        if any(
+            value is not None for value in (args.min_np, args.max_np, args.reset_limit, args.blacklist_cooldown_range)
+        ):
+            raise LaunchError(
+                "--min-np, --max-np, --reset-limit and --blacklist-cooldown-range need --host-discovery-script"
+            )
         return
     if args.hosts or args.hostfile or args.launcher != "mpirun":
         raise LaunchError("--host-discovery-script decides the hosts: drop -H/--hostfile/--launcher srun")
@@ -173,8 +222,7 @@ def validate(args, env=None):
     if args.hosts and args.hostfile:
         raise LaunchError("give either -H or --hostfile, not both")
     if args.launcher == "srun" and not run_hosts.in_slurm_allocation(env):
-        raise LaunchError("--launcher srun needs a Slurm allocation (SLURM_JOB_ID and "
-                          "SLURM_JOB_NODELIST are not set)")
+        raise LaunchError("--launcher srun needs a Slurm allocation (SLURM_JOB_ID and SLURM_JOB_NODELIST are not set)")
     if args.launcher == "srun" and (args.hosts or args.hostfile):
         raise LaunchError("--launcher srun places ranks on the allocation's nodes: drop -H/--hostfile")
     validate_elastic(args)
@@ -213,8 +261,7 @@ def settings_from_options(args):
 
 def uses_slurm(args, env):
     """A Slurm allocation decides the hosts unless -H, --hostfile or --no-slurm say otherwise."""
-    return (not (args.hosts or args.hostfile or args.no_slurm)
-            and run_hosts.in_slurm_allocation(env))
+    return not (args.hosts or args.hostfile or args.no_slurm) and run_hosts.in_slurm_allocation(env)
 
 
 def resolve_hosts(args, env):
@@ -340,8 +387,9 @@ def find_launcher(args, env):
     if path is None and args.launcher == "srun":
         raise LaunchError("srun not found on PATH: --launcher srun needs Slurm's client tools")
     if path is None:
-        raise LaunchError("mpirun not found on PATH: install Open MPI "
-                          "(Debian/Ubuntu: apt-get install openmpi-bin libopenmpi-dev)")
+        raise LaunchError(
+            "mpirun not found on PATH: install Open MPI (Debian/Ubuntu: apt-get install openmpi-bin libopenmpi-dev)"
+        )
     return path
 
 
@@ -386,8 +434,10 @@ def backend_status():
         detail = f"lockstep._core not importable: {error}"
         return [("MPI", False, detail), ("NCCL", False, detail)]
     nccl = core.nccl_info()
-    return [("MPI", bool(core.mpi_built()), mpi_library_version()),
-            ("NCCL", bool(core.nccl_built()) and not nccl["problem"], nccl_description(nccl))]
+    return [
+        ("MPI", bool(core.mpi_built()), mpi_library_version()),
+        ("NCCL", bool(core.nccl_built()) and not nccl["problem"], nccl_description(nccl)),
+    ]
 
 
 def nccl_version_text(code):
@@ -402,8 +452,9 @@ def nccl_description(info):
         return "not built (" + info["problem"] + ")"
     parts = [f"built against {nccl_version_text(info['built_version'])}"]
     if info["library_path"]:
-        parts.append(f"using {nccl_version_text(info['runtime_version'])} from {info['library_path']} "
-                     f"({info['source']})")
+        parts.append(
+            f"using {nccl_version_text(info['runtime_version'])} from {info['library_path']} ({info['source']})"
+        )
     if info["problem"]:
         parts.append("unavailable: " + info["problem"])
     else:
@@ -416,8 +467,7 @@ def mpi_library_version():
     if mpirun is None:
         return "mpirun not on PATH"
     try:
-        output = subprocess.run([mpirun, "--version"], capture_output=True, text=True,
-                                timeout=30).stdout
+        output = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
         return "mpirun --version failed"
     return output.splitlines()[0].strip() if output else ""
@@ -456,8 +506,7 @@ def build_report():
     lines = ["lockstep build:", "", "  Available backends:"]
     for name, available, detail in backend_status():
         lines.append(f"    [{'X' if available else ' '}] {name:<6} {detail}".rstrip())
-    lines += ["", "  Available frameworks:",
-              f"    {'':4}{'framework':<12}{'version':<30}lockstep frontend"]
+    lines += ["", "  Available frameworks:", f"    {'':4}{'framework':<12}{'version':<30}lockstep frontend"]
     for framework in FRAMEWORKS:
         name, available, version = framework_status(framework)
         frontend = "yes" if frontend_available(framework) else "no"

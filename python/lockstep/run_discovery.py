@@ -22,8 +22,7 @@ def parse_discovery_output(text, script):
             continue
         name, colon, slots = line.partition(":")
         if not name or (colon and not (slots.isdigit() and int(slots) >= 1)):
-            raise DiscoveryError(f"host discovery script {script} printed {raw!r}: expected host:slots "
-                                 f"with slots >= 1")
+            raise DiscoveryError(f"host discovery script {script} printed {raw!r}: expected host:slots with slots >= 1")
         hosts[name] = int(slots) if colon else 1
     return hosts
 
@@ -33,10 +32,11 @@ def run_discovery_script(script, timeout=30):
     try:
         done = subprocess.run(script, shell=True, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise DiscoveryError(f"host discovery script {script} did not finish within {timeout} s")
+        raise DiscoveryError(f"host discovery script {script} did not finish within {timeout} s") from None
     if done.returncode != 0:
-        raise DiscoveryError(f"host discovery script {script} failed with exit status {done.returncode}: "
-                             f"{done.stderr.strip()[-500:]}")
+        raise DiscoveryError(
+            f"host discovery script {script} failed with exit status {done.returncode}: {done.stderr.strip()[-500:]}"
+        )
     return parse_discovery_output(done.stdout, script)
 
 

@@ -32,7 +32,8 @@ else:  # run.py loaded as a file: take the modules beside it
 
     def _load(name):
         spec = importlib.util.spec_from_file_location(
-            f"lockstep_{name}", os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py"))
+            f"lockstep_{name}", os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+        )
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module
@@ -66,15 +67,18 @@ class JobWatcher:
     """One mpirun job: its output echoed and read for the workers' reports."""
 
     def __init__(self, command, env):
-        self.process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        text=True, start_new_session=True)
+        self.process = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
         self.lock = threading.Lock()
         self.ready = set()
         self.outcome = JobOutcome(returncode=None)
         self.verdicts, self.guesses = set(), set()
         self.first_exit_report = None
-        self._threads = [threading.Thread(target=self._read, args=(stream, echo), daemon=True)
-                         for stream, echo in ((self.process.stdout, sys.stdout), (self.process.stderr, sys.stderr))]
+        self._threads = [
+            threading.Thread(target=self._read, args=(stream, echo), daemon=True)
+            for stream, echo in ((self.process.stdout, sys.stdout), (self.process.stderr, sys.stderr))
+        ]
         for thread in self._threads:
             thread.start()
 
@@ -145,8 +149,8 @@ class Supervisor:
         self.log = log or (lambda message: print(f"lockstep-run: {message}", file=sys.stderr, flush=True))
         cooldown = tuple(args.blacklist_cooldown_range) if args.blacklist_cooldown_range else None
         self.hosts = run_discovery.HostManager(
-            lambda: run_discovery.run_discovery_script(args.host_discovery_script),
-            run_discovery.Blacklist(cooldown))
+            lambda: run_discovery.run_discovery_script(args.host_discovery_script), run_discovery.Blacklist(cooldown)
+        )
         self.min_np = args.min_np or args.num_proc or 1
         self.max_np = args.max_np
         self.timeout = args.elastic_timeout
@@ -157,24 +161,31 @@ class Supervisor:
         generation, previous = 0, None
         while True:
             # As Horovod: the first job waits for -np slots, later ones for --min-np.
-            assignment = self.wait_for_slots(max(self.min_np, self.args.num_proc or 0) if generation == 0
-                                             else self.min_np)
+            assignment = self.wait_for_slots(
+                max(self.min_np, self.args.num_proc or 0) if generation == 0 else self.min_np
+            )
             if previous and not {h for h, _ in previous} & {h for h, _ in assignment}:
-                raise ElasticError("no host of the previous job is left, so no committed state can be "
-                                   f"carried over (previous: {_describe(previous)}; now: {_describe(assignment)})")
+                raise ElasticError(
+                    "no host of the previous job is left, so no committed state can be "
+                    f"carried over (previous: {_describe(previous)}; now: {_describe(assignment)})"
+                )
             outcome = self.run_generation(assignment, generation)
             if outcome.returncode == 0 and not (outcome.hosts_updated or outcome.peer_lost):
                 return 0
             if not (outcome.hosts_updated or outcome.peer_lost):
-                raise ElasticError(f"the training script failed (mpirun exit status {outcome.returncode}) "
-                                   "without a lost host or a change of hosts; see its output above")
+                raise ElasticError(
+                    f"the training script failed (mpirun exit status {outcome.returncode}) "
+                    "without a lost host or a change of hosts; see its output above"
+                )
             for host in sorted(outcome.blamed):
                 delay = self.hosts.blacklist.add(host)
                 self.log(f"blacklisting {host}" + ("" if delay == float("inf") else f" for {delay:.0f} s"))
             if self.args.reset_limit is not None and self.resets >= self.args.reset_limit:
                 reason = "a lost host" if outcome.peer_lost else "a change of hosts"
-                raise ElasticError(f"the job has been reset {self.resets} times and needs another reset after "
-                                   f"{reason}, exceeding --reset-limit {self.args.reset_limit}")
+                raise ElasticError(
+                    f"the job has been reset {self.resets} times and needs another reset after "
+                    f"{reason}, exceeding --reset-limit {self.args.reset_limit}"
+                )
             self.resets += 1
             previous, generation = assignment, generation + 1
 
@@ -192,7 +203,8 @@ class Supervisor:
                 raise ElasticError(
                     f"timed out after {self.timeout:g} s (--elastic-timeout) waiting for {needed} slots "
                     f"(-np/--min-np): {needed - count} missing; available: {_describe(available) or 'none'}"
-                    + (f"; blacklisted after failures: {', '.join(blacklisted)}" if blacklisted else ""))
+                    + (f"; blacklisted after failures: {', '.join(blacklisted)}" if blacklisted else "")
+                )
             time.sleep(POLL_SECONDS)
 
     def run_generation(self, assignment, generation):
@@ -228,8 +240,9 @@ class Supervisor:
                 continue
             current = dict(assignment)
             removed = any(dict(wanted).get(host, 0) < slots for host, slots in current.items())
-            self.log(f"hosts changed ({_describe(wanted) or 'too few slots'}): asking the ranks to stop "
-                     "at their next commit")
+            self.log(
+                f"hosts changed ({_describe(wanted) or 'too few slots'}): asking the ranks to stop at their next commit"
+            )
             job.signal(signal.SIGUSR2 if removed else signal.SIGUSR1)
             notified = wanted
 

@@ -143,8 +143,10 @@ def slurm_hosts(env):
     if per_node:
         counts = expand_tasks_per_node(per_node)
         if len(counts) != len(nodes):
-            raise HostsError(f"SLURM_TASKS_PER_NODE {per_node!r} gives {len(counts)} counts "
-                             f"for {len(nodes)} nodes ({nodelist_variable(env)!r})")
+            raise HostsError(
+                f"SLURM_TASKS_PER_NODE {per_node!r} gives {len(counts)} counts "
+                f"for {len(nodes)} nodes ({nodelist_variable(env)!r})"
+            )
     elif env.get("SLURM_NTASKS", "").isdigit():
         total = int(env["SLURM_NTASKS"])
         base, extra = divmod(total, len(nodes))

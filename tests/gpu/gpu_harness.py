@@ -60,6 +60,20 @@ def environment(extra_env):
 
 def run_gpu_ranks(script, num_ranks, timeout=300, env=None, args=()):
     """tests/gpu/scripts/<script> on num_ranks ranks sharing the GPU; never raises."""
-    command = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", str(num_ranks),
-               "bash", "-c", _PER_RANK_ENV, "rank", sys.executable, str(SCRIPTS_DIR / script), *map(str, args)]
+    command = [
+        "mpirun",
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "--bind-to",
+        "none",
+        "-np",
+        str(num_ranks),
+        "bash",
+        "-c",
+        _PER_RANK_ENV,
+        "rank",
+        sys.executable,
+        str(SCRIPTS_DIR / script),
+        *map(str, args),
+    ]
     return run_mpirun(command, environment(env), timeout)

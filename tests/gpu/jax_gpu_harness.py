@@ -47,8 +47,9 @@ def unavailable_reason():
         return f"lockstep._core is not built in {PACKAGE_ROOT / 'lockstep'}"
     env = dict(os.environ, **JAX_RANK_ENV)
     try:
-        probe = subprocess.run([sys.executable, "-c", _PROBE, str(PACKAGE_ROOT)], capture_output=True, text=True,
-                               timeout=180, env=env)
+        probe = subprocess.run(
+            [sys.executable, "-c", _PROBE, str(PACKAGE_ROOT)], capture_output=True, text=True, timeout=180, env=env
+        )
     except subprocess.TimeoutExpired:
         return "asking jax for CUDA devices took over 180 s"
     if probe.returncode == 0:

@@ -11,7 +11,6 @@ import subprocess
 import sys
 
 import pytest
-
 from gpu_harness import PACKAGE_ROOT, environment, run_gpu_ranks
 
 # A collective some rank never submits fails on the others after this long instead of
@@ -20,20 +19,28 @@ QUICK_FAILURE = {"LOCKSTEP_STALL_SHUTDOWN_TIME_SECONDS": "60", "LOCKSTEP_NCCL_TI
 
 
 def test_check_build_reports_the_gpu_backend():
-    result = subprocess.run([sys.executable, "-m", "lockstep.run", "--check-build"], capture_output=True,
-                            text=True, timeout=120, env=environment({}))
+    result = subprocess.run(
+        [sys.executable, "-m", "lockstep.run", "--check-build"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environment({}),
+    )
     assert result.returncode == 0, result.stderr
     nccl_line = next(line for line in result.stdout.splitlines() if "NCCL" in line)
     assert "[X]" in nccl_line and "using 2." in nccl_line, result.stdout
 
 
 def test_build_queries():
-    code = ("import torch, lockstep.torch as hvd; info = hvd.nccl_info(); "
-            "assert hvd.nccl_built() >= 22000 and hvd.cuda_built(), (hvd.nccl_built(), info); "
-            "assert info['cuda_devices'] == torch.cuda.device_count() and not info['problem'], info; "
-            "print(info)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                            env=environment({}))
+    code = (
+        "import torch, lockstep.torch as hvd; info = hvd.nccl_info(); "
+        "assert hvd.nccl_built() >= 22000 and hvd.cuda_built(), (hvd.nccl_built(), info); "
+        "assert info['cuda_devices'] == torch.cuda.device_count() and not info['problem'], info; "
+        "print(info)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=environment({})
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -68,8 +75,9 @@ def test_backward_work_is_not_held_behind_a_collective_until_synchronize(multi_r
 @pytest.mark.parametrize("case", ["init-fails-on-one-rank", "collective-times-out"])
 def test_gpu_failures_end_with_an_error_on_every_rank(case, multi_ranks):
     """Within the deadline on every rank, torch still usable, shutdown returns on all."""
-    run = run_gpu_ranks("gpu_failures.py", multi_ranks, timeout=240,
-                        env={"LOCKSTEP_NCCL_TIMEOUT_SECONDS": "10"}, args=[case])
+    run = run_gpu_ranks(
+        "gpu_failures.py", multi_ranks, timeout=240, env={"LOCKSTEP_NCCL_TIMEOUT_SECONDS": "10"}, args=[case]
+    )
     assert not run.timed_out, run.describe()
     run.assert_all_ranks_passed(multi_ranks)
     for rank in range(multi_ranks):
@@ -77,8 +85,7 @@ def test_gpu_failures_end_with_an_error_on_every_rank(case, multi_ranks):
 
 
 def test_a_rank_killed_mid_stream_ends_the_job(multi_ranks):
-    run = run_gpu_ranks("gpu_rank_death.py", multi_ranks, timeout=180,
-                        env={"LOCKSTEP_NCCL_TIMEOUT_SECONDS": "20"})
+    run = run_gpu_ranks("gpu_rank_death.py", multi_ranks, timeout=180, env={"LOCKSTEP_NCCL_TIMEOUT_SECONDS": "20"})
     assert not run.timed_out and run.returncode != 0, run.describe()
     for rank in range(multi_ranks):
         assert f"rank {rank}: first allreduce done" in run.stdout, run.describe()

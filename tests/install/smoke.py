@@ -23,10 +23,14 @@ def check_installed(source_tree):
     import lockstep
 
     location = os.path.realpath(lockstep.__file__)
-    check(not location.startswith(os.path.realpath(source_tree) + os.sep),
-          f"lockstep imported from the source tree ({location}), not from the installed wheel")
-    check(importlib.metadata.version("lockstep") == lockstep.__version__,
-          f"installed metadata {importlib.metadata.version('lockstep')} != lockstep.__version__")
+    check(
+        not location.startswith(os.path.realpath(source_tree) + os.sep),
+        f"lockstep imported from the source tree ({location}), not from the installed wheel",
+    )
+    check(
+        importlib.metadata.version("lockstep") == lockstep.__version__,
+        f"installed metadata {importlib.metadata.version('lockstep')} != lockstep.__version__",
+    )
     return os.path.dirname(location)
 
 
@@ -56,8 +60,10 @@ def smoke_torch(rank, size):
 
 
 def smoke_tensorflow(rank, size, package_dir):
-    check(os.path.exists(os.path.join(package_dir, "_tensorflow_ops.so")),
-          "TensorFlow is installed but the wheel has no _tensorflow_ops.so")
+    check(
+        os.path.exists(os.path.join(package_dir, "_tensorflow_ops.so")),
+        "TensorFlow is installed but the wheel has no _tensorflow_ops.so",
+    )
     import tensorflow as tf
 
     import lockstep.tensorflow as hvd

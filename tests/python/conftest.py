@@ -26,8 +26,10 @@ def pytest_configure(config):
 def built_extension():
     """Multi-rank tests need lockstep._core; say how to build it rather than fail obscurely."""
     built = list((PACKAGE_ROOT / "lockstep").glob("_core*.so"))
-    assert built, ("lockstep._core is not built: run `cmake -S . -B build "
-                   "-DPython_EXECUTABLE=$PWD/.venv/bin/python && cmake --build build -j2` first")
+    assert built, (
+        "lockstep._core is not built: run `cmake -S . -B build "
+        "-DPython_EXECUTABLE=$PWD/.venv/bin/python && cmake --build build -j2` first"
+    )
 
 
 @pytest.fixture(scope="module")

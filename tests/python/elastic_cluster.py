@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-
 import pretend_cluster
 from test_peer_failures import LiveJob
 
@@ -30,11 +29,26 @@ class ElasticRun:
         self.set_hosts(hosts)
         agent = " ".join(cluster.mca_args()[:6])  # plm_rsh_agent, plm_rsh_no_tree_spawn
         program = program or [sys.executable, str(SCRIPT)]
-        command = [sys.executable, str(RUN_PY), "--host-discovery-script", f"cat {self.hosts_file}",
-                   "--network-interface", pretend_cluster.SUBNET, "--mpi-args", agent, *launcher_args, *program]
-        self.job = LiveJob(cluster.on_host(0, command),
-                           {"LOCKSTEP_PEER_TIMEOUT_SECONDS": str(PEER_TIMEOUT),
-                            "LOCKSTEP_ELASTIC_COMMIT_DIR": str(tmp_path / "commits"), **(env or {})})
+        command = [
+            sys.executable,
+            str(RUN_PY),
+            "--host-discovery-script",
+            f"cat {self.hosts_file}",
+            "--network-interface",
+            pretend_cluster.SUBNET,
+            "--mpi-args",
+            agent,
+            *launcher_args,
+            *program,
+        ]
+        self.job = LiveJob(
+            cluster.on_host(0, command),
+            {
+                "LOCKSTEP_PEER_TIMEOUT_SECONDS": str(PEER_TIMEOUT),
+                "LOCKSTEP_ELASTIC_COMMIT_DIR": str(tmp_path / "commits"),
+                **(env or {}),
+            },
+        )
 
     def set_hosts(self, hosts):
         self.hosts_file.write_text("".join(f"{host}\n" for host in hosts))
@@ -71,8 +85,9 @@ def kill_ranks(cluster, host_index, script=SCRIPT):
 
 def history(output):
     """[(size, commits)] of each job's start, as rank 0 printed them."""
-    return [(int(size), int(commits)) for size, commits in
-            re.findall(r"\[train\] start size (\d+) commits (\d+)", output)]
+    return [
+        (int(size), int(commits)) for size, commits in re.findall(r"\[train\] start size (\d+) commits (\d+)", output)
+    ]
 
 
 def result(output):
@@ -84,8 +99,13 @@ def result(output):
 def reference(membership, program=(str(SCRIPT),)):
     """The uninterrupted run with the same membership history, in one process."""
     spec = ",".join(f"{size}@{commits}" for size, commits in membership)
-    run = subprocess.run([sys.executable, *program, "--reference", spec], capture_output=True, text=True,
-                         timeout=120, env=pretend_cluster.mpi_harness.child_environment({}))
+    run = subprocess.run(
+        [sys.executable, *program, "--reference", spec],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=pretend_cluster.mpi_harness.child_environment({}),
+    )
     assert run.returncode == 0, run.stderr
     return result(run.stdout)
 

@@ -34,8 +34,10 @@ class MpiRun:
 
     def describe(self):
         status = "timed out" if self.timed_out else f"exit status {self.returncode}"
-        return (f"{' '.join(self.command)}\n{status} after {self.elapsed:.1f} s\n"
-                f"--- stdout ---\n{self.stdout}\n--- stderr ---\n{self.stderr}")
+        return (
+            f"{' '.join(self.command)}\n{status} after {self.elapsed:.1f} s\n"
+            f"--- stdout ---\n{self.stdout}\n--- stderr ---\n{self.stderr}"
+        )
 
     def assert_all_ranks_passed(self, num_ranks):
         assert not self.timed_out and self.returncode == 0, self.describe()
@@ -57,8 +59,18 @@ def child_environment(extra_env):
 
 def run_ranks(script, num_ranks, timeout=120, env=None, args=()):
     """Run tests/python/scripts/<script> on num_ranks ranks; never raises on failure."""
-    command = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
-               "-np", str(num_ranks), sys.executable, str(SCRIPTS_DIR / script), *map(str, args)]
+    command = [
+        "mpirun",
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "--bind-to",
+        "none",
+        "-np",
+        str(num_ranks),
+        sys.executable,
+        str(SCRIPTS_DIR / script),
+        *map(str, args),
+    ]
     return run_mpirun(command, child_environment(env), timeout)
 
 
@@ -66,8 +78,15 @@ def run_mpirun(command, env, timeout):
     """An mpirun `command` with environment `env`, stopped after `timeout` seconds; never
     raises on failure."""
     started = time.monotonic()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=env, cwd=REPO_ROOT, start_new_session=True)
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO_ROOT,
+        start_new_session=True,
+    )
     timed_out = False
     try:
         stdout, stderr = process.communicate(timeout=timeout)

@@ -82,8 +82,11 @@ def _kill_namespace_processes(namespace):
 
 def _remove_tag(tag):
     """Removes everything a run with this tag made; safe to call on partial set-ups."""
-    namespaces = [line.split()[0] for line in _ip("netns", "list", check=False).stdout.splitlines()
-                  if line.startswith(f"{NAME_PREFIX}{tag}h")]
+    namespaces = [
+        line.split()[0]
+        for line in _ip("netns", "list", check=False).stdout.splitlines()
+        if line.startswith(f"{NAME_PREFIX}{tag}h")
+    ]
     for namespace in namespaces:
         _kill_namespace_processes(namespace)
     for namespace in namespaces:
@@ -166,9 +169,11 @@ class PretendCluster:
         # Like ssh: the remaining arguments form one command line for a shell on the host.
         self.agent.write_text(
             "#!/bin/sh\n# rsh agent for Open MPI: HOST COMMAND... runs COMMAND on a pretend host\n"
-            "host=$1; shift\ncase \"$host\" in\n" + cases +
-            "\n  *) echo \"pretend cluster: unknown host $host\" >&2; exit 255 ;;\nesac\n"
-            "exec ip netns exec \"$ns\" unshare --uts sh -c \"hostname $host && $*\"\n")
+            'host=$1; shift\ncase "$host" in\n'
+            + cases
+            + '\n  *) echo "pretend cluster: unknown host $host" >&2; exit 255 ;;\nesac\n'
+            'exec ip netns exec "$ns" unshare --uts sh -c "hostname $host && $*"\n'
+        )
         self.agent.chmod(0o755)
         self.hostfile = self.workdir / "hostfile"
         self.hostfile.write_text("".join(f"{h} slots={s}\n" for h, s in zip(self.hostnames, self.slots)))
@@ -181,9 +186,14 @@ class PretendCluster:
 
     def mca_args(self):
         """What Open MPI needs to treat the namespaces as hosts and stay on the subnet."""
-        settings = {"plm_rsh_agent": str(self.agent), "plm_rsh_no_tree_spawn": "1",
-                    "oob_tcp_if_include": SUBNET, "btl_tcp_if_include": SUBNET,
-                    "btl": "tcp,self,vader", "mpi_yield_when_idle": "1"}
+        settings = {
+            "plm_rsh_agent": str(self.agent),
+            "plm_rsh_no_tree_spawn": "1",
+            "oob_tcp_if_include": SUBNET,
+            "btl_tcp_if_include": SUBNET,
+            "btl": "tcp,self,vader",
+            "mpi_yield_when_idle": "1",
+        }
         args = []
         for key, value in settings.items():
             args += ["--mca", key, value]
@@ -192,8 +202,19 @@ class PretendCluster:
     def mpirun_command(self, program, num_ranks=None, extra=()):
         """mpirun on the first host, ranks filling the hostfile's slots in order."""
         num_ranks = num_ranks or sum(self.slots)
-        command = ["mpirun", "--allow-run-as-root", "--bind-to", "none", "--hostfile",
-                   str(self.hostfile), "-np", str(num_ranks), *self.mca_args(), *extra, *program]
+        command = [
+            "mpirun",
+            "--allow-run-as-root",
+            "--bind-to",
+            "none",
+            "--hostfile",
+            str(self.hostfile),
+            "-np",
+            str(num_ranks),
+            *self.mca_args(),
+            *extra,
+            *program,
+        ]
         return self.on_host(0, command)
 
     def mpirun(self, program, num_ranks=None, timeout=120, env=None, extra=()):
@@ -217,22 +238,28 @@ class PretendCluster:
 
 def run_command(command, timeout, env=None):
     started = time.monotonic()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env=mpi_harness.child_environment(env), cwd=mpi_harness.REPO_ROOT,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=mpi_harness.child_environment(env),
+        cwd=mpi_harness.REPO_ROOT,
+        start_new_session=True,
+    )
     timed_out = False
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
         stdout, stderr = mpi_harness._stop(process)
-    return mpi_harness.MpiRun(command, process.returncode, stdout, stderr,
-                              time.monotonic() - started, timed_out)
+    return mpi_harness.MpiRun(command, process.returncode, stdout, stderr, time.monotonic() - started, timed_out)
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Run a command under mpirun on a pretend cluster "
-                                     "of network namespaces (root only).")
+    parser = argparse.ArgumentParser(
+        description="Run a command under mpirun on a pretend cluster of network namespaces (root only)."
+    )
     parser.add_argument("--slots", default="2,2,1", help="slots per pretend host (default 2,2,1)")
     parser.add_argument("-np", type=int, help="ranks (default: all slots)")
     parser.add_argument("--timeout", type=float, default=600)

@@ -11,9 +11,18 @@ DONE = re.compile(r"\[lockstep rank (\d+)\] info: autotune done after (\d+) wind
 
 def test_autotune_tunes_every_setting_and_agrees(num_ranks, tmp_path):
     log = tmp_path / "autotune.csv"
-    run = run_ranks("autotune_checks.py", num_ranks, timeout=240, env={
-        "LOCKSTEP_AUTOTUNE": "1", "LOCKSTEP_AUTOTUNE_LOG": str(log), "LOCKSTEP_LOG_LEVEL": "info",
-        "HOROVOD_AUTOTUNE_WARMUP_SAMPLES": "1", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": "2"})
+    run = run_ranks(
+        "autotune_checks.py",
+        num_ranks,
+        timeout=240,
+        env={
+            "LOCKSTEP_AUTOTUNE": "1",
+            "LOCKSTEP_AUTOTUNE_LOG": str(log),
+            "LOCKSTEP_LOG_LEVEL": "info",
+            "HOROVOD_AUTOTUNE_WARMUP_SAMPLES": "1",
+            "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE": "2",
+        },
+    )
     run.assert_all_ranks_passed(num_ranks)
 
     finals = {int(rank): (int(windows), settings) for rank, windows, settings in DONE.findall(run.stderr)}
@@ -27,8 +36,12 @@ def test_autotune_tunes_every_setting_and_agrees(num_ranks, tmp_path):
     phases = [row["phase"] for row in rows]
     assert phases[0] == "warmup"
     # Shared memory is available to a tuning job from 2 ranks on one host.
-    for setting, candidates in (("chunk_bytes", 4), ("fusion_threshold", 4), ("cycle_time_ms", 4),
-                                ("shm_allreduce", 2)):
+    for setting, candidates in (
+        ("chunk_bytes", 4),
+        ("fusion_threshold", 4),
+        ("cycle_time_ms", 4),
+        ("shm_allreduce", 2),
+    ):
         assert phases.count(setting) == 2 * candidates, (setting, phases)
     windows, settings = next(iter(finals.values()))
     assert windows == len(rows) == 1 + 2 * 14
@@ -43,10 +56,19 @@ def test_autotune_tunes_every_setting_and_agrees(num_ranks, tmp_path):
 
 def test_settings_the_user_chose_are_not_tuned(tmp_path):
     log = tmp_path / "autotune.csv"
-    run = run_ranks("autotune_checks.py", 2, timeout=240, env={
-        "LOCKSTEP_AUTOTUNE": "1", "LOCKSTEP_AUTOTUNE_LOG": str(log), "LOCKSTEP_CHUNK_BYTES": "524288",
-        "LOCKSTEP_SHM_ALLREDUCE": "off", "LOCKSTEP_AUTOTUNE_WARMUP_SAMPLES": "0",
-        "LOCKSTEP_AUTOTUNE_STEPS_PER_SAMPLE": "2"})
+    run = run_ranks(
+        "autotune_checks.py",
+        2,
+        timeout=240,
+        env={
+            "LOCKSTEP_AUTOTUNE": "1",
+            "LOCKSTEP_AUTOTUNE_LOG": str(log),
+            "LOCKSTEP_CHUNK_BYTES": "524288",
+            "LOCKSTEP_SHM_ALLREDUCE": "off",
+            "LOCKSTEP_AUTOTUNE_WARMUP_SAMPLES": "0",
+            "LOCKSTEP_AUTOTUNE_STEPS_PER_SAMPLE": "2",
+        },
+    )
     run.assert_all_ranks_passed(2)
     with open(log) as stream:
         rows = list(csv.DictReader(stream))

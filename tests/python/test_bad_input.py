@@ -3,7 +3,6 @@ replaced by bad values: clear errors of the library's kinds, never a crash or ha
 (tests/python/scripts/bad_input.py)."""
 
 import pytest
-
 from mpi_harness import DESYNC_LIMIT, run_ranks
 
 

@@ -7,17 +7,21 @@ ranks simulated (float32, so to 1e-5)."""
 
 import sys
 
+import elastic_cluster
 import numpy as np
 import pytest
-
-import elastic_cluster
 from elastic_cluster import KERAS_SCRIPT, ElasticRun, history, kill_ranks, result
 
 
 @pytest.mark.parametrize("mode", ["fit", "loop"])
 def test_keras_job_loses_a_host_and_resumes_from_the_last_commit(cluster, tmp_path, mode):
-    run = ElasticRun(cluster, tmp_path, ["node1:1", "node2:1", "node3:1"], ("--min-np", "2"),
-                     program=[sys.executable, str(KERAS_SCRIPT), mode])
+    run = ElasticRun(
+        cluster,
+        tmp_path,
+        ["node1:1", "node2:1", "node3:1"],
+        ("--min-np", "2"),
+        program=[sys.executable, str(KERAS_SCRIPT), mode],
+    )
     try:
         run.wait_for_progress(size=3, commits=1, timeout=180)
         assert kill_ranks(cluster, 2, KERAS_SCRIPT) == 1

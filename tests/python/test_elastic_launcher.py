@@ -6,9 +6,9 @@ import re
 import subprocess
 import sys
 
+import mpi_harness
 import pytest
 
-import mpi_harness
 from lockstep import run as launcher
 from lockstep import run_discovery
 
@@ -17,8 +17,13 @@ SCRIPT = mpi_harness.SCRIPTS_DIR / "elastic_torch_train.py"
 
 
 def launch(args, timeout=120, env=None):
-    return subprocess.run([sys.executable, str(RUN_PY), *args], capture_output=True, text=True, timeout=timeout,
-                          env=mpi_harness.child_environment(env))
+    return subprocess.run(
+        [sys.executable, str(RUN_PY), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=mpi_harness.child_environment(env),
+    )
 
 
 def test_discovery_output_is_parsed_or_refused_with_the_line():
@@ -52,24 +57,45 @@ def test_assignment_keeps_host_order_and_caps_at_max_np():
     assert run_discovery.assign(manager.available(), None) == [("a", 2), ("c", 1)]
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--min-np", "2", "-np", "2", "x"], "need --host-discovery-script"),
-    (["--host-discovery-script", "d", "-H", "a:1", "x"], "drop -H/--hostfile"),
-    (["--host-discovery-script", "d", "--min-np", "3", "--max-np", "2", "x"], "--min-np 3 is larger than --max-np 2"),
-    (["--host-discovery-script", "d", "--reset-limit", "-1", "x"], "--reset-limit must be >= 0"),
-    (["--host-discovery-script", "d", "--blacklist-cooldown-range", "5", "1", "x"], "0 <= MIN <= MAX"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--min-np", "2", "-np", "2", "x"], "need --host-discovery-script"),
+        (["--host-discovery-script", "d", "-H", "a:1", "x"], "drop -H/--hostfile"),
+        (
+            ["--host-discovery-script", "d", "--min-np", "3", "--max-np", "2", "x"],
+            "--min-np 3 is larger than --max-np 2",
+        ),
+        (["--host-discovery-script", "d", "--reset-limit", "-1", "x"], "--reset-limit must be >= 0"),
+        (["--host-discovery-script", "d", "--blacklist-cooldown-range", "5", "1", "x"], "0 <= MIN <= MAX"),
+    ],
+)
 def test_bad_elastic_flags_are_refused(argv, message):
     with pytest.raises(launcher.LaunchError, match=re.escape(message)):
         launcher.validate(launcher.parse_args(argv), {})
 
 
 def test_too_few_slots_waits_for_the_timeout_then_names_the_missing_slots():
-    run = launch(["-np", "3", "--min-np", "2", "--elastic-timeout", "2", "--host-discovery-script",
-                  "echo localhost:1", sys.executable, "-c", "pass"], timeout=60)
+    run = launch(
+        [
+            "-np",
+            "3",
+            "--min-np",
+            "2",
+            "--elastic-timeout",
+            "2",
+            "--host-discovery-script",
+            "echo localhost:1",
+            sys.executable,
+            "-c",
+            "pass",
+        ],
+        timeout=60,
+    )
     assert run.returncode == 1, run.stderr
-    assert ("timed out after 2 s (--elastic-timeout) waiting for 3 slots (-np/--min-np): 2 missing; "
-            "available: localhost:1") in run.stderr, run.stderr
+    assert (
+        "timed out after 2 s (--elastic-timeout) waiting for 3 slots (-np/--min-np): 2 missing; available: localhost:1"
+    ) in run.stderr, run.stderr
 
 
 def test_failing_discovery_script_is_reported():
@@ -82,10 +108,15 @@ def test_job_grows_when_discovery_reports_more_slots(tmp_path, built_extension):
     # the ranks stop together at their next commit, and a 3-rank job finishes the epochs.
     started = tmp_path / "started"  # rank 0 makes it at its first step
     grow = f"[ -e {started} ] && echo localhost:3 || echo localhost:2"
-    run = launch(["-np", "2", "--host-discovery-script", grow, "--mpi-args=--oversubscribe",
-                  sys.executable, str(SCRIPT)], timeout=240,
-                 env={"LOCKSTEP_ELASTIC_COMMIT_DIR": str(tmp_path / "commits"), "LOCKSTEP_TEST_STEP_SECONDS": "0.2",
-                      "LOCKSTEP_TEST_STARTED_FILE": str(started)})
+    run = launch(
+        ["-np", "2", "--host-discovery-script", grow, "--mpi-args=--oversubscribe", sys.executable, str(SCRIPT)],
+        timeout=240,
+        env={
+            "LOCKSTEP_ELASTIC_COMMIT_DIR": str(tmp_path / "commits"),
+            "LOCKSTEP_TEST_STEP_SECONDS": "0.2",
+            "LOCKSTEP_TEST_STARTED_FILE": str(started),
+        },
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     sizes = re.findall(r"\[train\] start size (\d+) commits (\d+)", run.stdout)
     assert [size for size, _ in sizes] == ["2", "3"] and int(sizes[1][1]) >= 1, run.stdout + run.stderr

@@ -9,9 +9,8 @@ one process with the same membership history (elastic_cluster.reference).
 
 import re
 
-import pytest
-
 import elastic_cluster
+import pytest
 from elastic_cluster import ElasticRun, assert_matches_reference, kill_ranks
 
 ALL_HOSTS = ["node1:2", "node2:2", "node3:1"]
@@ -77,6 +76,7 @@ def test_failures_beyond_the_reset_limit_end_the_job(elastic):
     assert kill_ranks(run.cluster, 1) == 2
     code, output = run.finish()
     assert code != 0, output
-    assert "the job has been reset 1 times and needs another reset after a lost host, exceeding --reset-limit 1" \
-        in output, output
+    assert (
+        "the job has been reset 1 times and needs another reset after a lost host, exceeding --reset-limit 1" in output
+    ), output
     assert elastic_cluster.history(output)[:2] == [(5, 0), (4, elastic_cluster.history(output)[1][1])], output

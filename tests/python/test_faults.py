@@ -5,7 +5,6 @@ import os
 import re
 
 import pytest
-
 from mpi_harness import run_ranks
 
 KINDS = ["allreduce", "grouped_allreduce", "allgather", "broadcast", "alltoall", "reducescatter", "barrier"]
@@ -25,7 +24,8 @@ def assert_ended_with_error(run, num_ranks, mpirun_message):
     assert "UNEXPECTED" not in run.stdout, run.describe()
     for rank in range(num_ranks):
         assert re.search(rf"rank {rank}: first \w+ done", run.stdout), (
-            f"rank {rank} failed before the fault\n{run.describe()}")
+            f"rank {rank} failed before the fault\n{run.describe()}"
+        )
     assert mpirun_message in run.stdout + run.stderr, f"no {mpirun_message!r}\n{run.describe()}"
     assert_no_leaked_shm(run)
 
@@ -61,7 +61,8 @@ def test_signal_to_one_rank_ends_the_job(num_ranks, signal_name):
         assert "KeyboardInterrupt" in run.stderr, run.describe()
         for rank in set(range(num_ranks)) - {1}:
             assert re.search(rf"rank {rank}: STOPPED WITH ERROR .*has been shut down", run.stdout), (
-                f"rank {rank} got no clear error\n{run.describe()}")
+                f"rank {rank} got no clear error\n{run.describe()}"
+            )
 
 
 def test_shutdown_from_thread_fork_huge_allgather_and_failing_callbacks(num_ranks):
@@ -70,7 +71,8 @@ def test_shutdown_from_thread_fork_huge_allgather_and_failing_callbacks(num_rank
     for rank in range(num_ranks):
         for what in ("pending handles failed", "allreduces completed exactly", "child error", "huge allgather"):
             assert re.search(rf"rank {rank}: .*{what}", run.stdout), (
-                f"rank {rank} did not report {what!r}\n{run.describe()}")
+                f"rank {rank} did not report {what!r}\n{run.describe()}"
+            )
     assert_no_leaked_shm(run)
 
 

@@ -50,8 +50,7 @@ def test_a_libnccl_the_process_already_loaded_is_the_one_used():
 def test_nccl_built_is_the_nccl_version_of_builds_with_gpu_collectives():
     """Horovod scripts pick the GPU when nccl_built() is nonzero: the NCCL version the
     GPU collectives were built against, 0 without them."""
-    code = ("import lockstep.torch as hvd; "
-            "print(hvd.nccl_built(), hvd.cuda_built(), hvd.nccl_info()['built_version'])")
+    code = "import lockstep.torch as hvd; print(hvd.nccl_built(), hvd.cuda_built(), hvd.nccl_info()['built_version'])"
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT / "python"))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     built, cuda, version = out.stdout.split()
@@ -72,8 +71,16 @@ def test_the_binding_speaks_streams_and_device_results(num_ranks):
 
 def configure(tmp_path, *options, env=None):
     """CMake configure only (no Python bindings or tests, to stay quick)."""
-    command = ["cmake", "-S", str(REPO_ROOT), "-B", str(tmp_path / "build"), "-DLOCKSTEP_BUILD_PYTHON=OFF",
-               "-DLOCKSTEP_BUILD_TESTS=OFF", *options]
+    command = [
+        "cmake",
+        "-S",
+        str(REPO_ROOT),
+        "-B",
+        str(tmp_path / "build"),
+        "-DLOCKSTEP_BUILD_PYTHON=OFF",
+        "-DLOCKSTEP_BUILD_TESTS=OFF",
+        *options,
+    ]
     return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
 
 

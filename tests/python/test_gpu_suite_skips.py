@@ -15,9 +15,14 @@ torch = pytest.importorskip("torch")
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is here: make gpu-test runs the suite itself")
 def test_every_gpu_test_skips_with_the_reason_where_there_is_no_gpu():
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT / "python"))
-    result = subprocess.run([sys.executable, "-m", "pytest", str(REPO_ROOT / "tests" / "gpu"), "-q", "-rs",
-                             "-p", "no:cacheprovider"], capture_output=True, text=True, timeout=300, env=env,
-                            cwd=REPO_ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", str(REPO_ROOT / "tests" / "gpu"), "-q", "-rs", "-p", "no:cacheprovider"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=REPO_ROOT,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     summary = result.stdout.strip().splitlines()[-1]
     skipped = re.search(r"(\d+) skipped", summary)

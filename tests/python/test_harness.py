@@ -18,8 +18,9 @@ def test_rank_checks_run_even_when_the_shell_sets_pythonoptimize(monkeypatch):
 
 def _run_optimized(command):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SCRIPTS_DIR), str(REPO_ROOT / "tests" / "python")]))
-    return subprocess.run([sys.executable, "-O", *command], capture_output=True, text=True, env=env,
-                          cwd=REPO_ROOT, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-O", *command], capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=60
+    )
 
 
 def test_a_rank_script_started_optimized_by_hand_refuses_to_run():

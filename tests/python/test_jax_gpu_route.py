@@ -9,7 +9,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from mpi_harness import SCRIPTS_DIR, run_ranks
 
 jax = pytest.importorskip("jax")
@@ -52,7 +51,15 @@ def test_eager_names_are_one_per_call_site_and_traced_names_count_traces():
 def test_gpu_scripts_pass_on_cpu(script, built_extension):
     # The GPU scripts import the CPU suite's checks (rank_checks, jax_collectives...).
     package = os.environ.get("LOCKSTEP_TEST_PACKAGE_ROOT", str(SCRIPTS_DIR.parents[2] / "python"))
-    run = run_ranks(GPU_SCRIPTS / script, 2, timeout=300, args=["--allow-cpu"],
-                    env={"PYTHONPATH": os.pathsep.join([package, str(SCRIPTS_DIR)]),
-                         "LOCKSTEP_STALL_CHECK_TIME_SECONDS": "2", "LOCKSTEP_STALL_SHUTDOWN_TIME_SECONDS": "6"})
+    run = run_ranks(
+        GPU_SCRIPTS / script,
+        2,
+        timeout=300,
+        args=["--allow-cpu"],
+        env={
+            "PYTHONPATH": os.pathsep.join([package, str(SCRIPTS_DIR)]),
+            "LOCKSTEP_STALL_CHECK_TIME_SECONDS": "2",
+            "LOCKSTEP_STALL_SHUTDOWN_TIME_SECONDS": "6",
+        },
+    )
     run.assert_all_ranks_passed(2)

@@ -3,7 +3,6 @@ equals one process on the whole batch, each callback's effect, checkpoint on
 rank 0 and resume, and a shape mismatch failing fit() on every rank."""
 
 import pytest
-
 from mpi_harness import run_ranks
 
 

@@ -8,7 +8,6 @@ at 3 ranks, and each launch costs about half a minute of CPU."""
 import importlib.util
 
 import pytest
-
 from mpi_harness import DESYNC_LIMIT, run_ranks
 
 KERAS2 = {"TF_USE_LEGACY_KERAS": "1", **DESYNC_LIMIT}

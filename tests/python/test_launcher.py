@@ -36,8 +36,9 @@ def option_values(command, flag):
 
 
 def run_launcher(argv, env=None, timeout=120):
-    return subprocess.run([sys.executable, RUN_PY] + argv, capture_output=True, text=True,
-                          env=env or dict(os.environ), timeout=timeout)
+    return subprocess.run(
+        [sys.executable, RUN_PY] + argv, capture_output=True, text=True, env=env or dict(os.environ), timeout=timeout
+    )
 
 
 def test_local_launch_binds_each_rank_to_its_share_of_cores_and_yields():
@@ -49,7 +50,7 @@ def test_local_launch_binds_each_rank_to_its_share_of_cores_and_yields():
     shares = build(["-np", "3", "python", "train.py"], core_count=8).command
     assert option_values(shares, "--map-by") == ["slot:PE=2"] and "--oversubscribe" not in shares
     mca = command.index("--mca")
-    assert command[mca + 1:mca + 3] == ["mpi_yield_when_idle", "1"]
+    assert command[mca + 1 : mca + 3] == ["mpi_yield_when_idle", "1"]
     assert "--oversubscribe" not in command
     assert "-H" not in command
     assert command[-2:] == ["python", "train.py"]
@@ -81,9 +82,23 @@ def test_malformed_hosts_are_rejected(hosts):
 
 
 def test_options_become_forwarded_lockstep_variables():
-    launch = build(["-np", "2", "--fusion-threshold-mb", "2.5", "--cycle-time-ms", "3.5",
-                    "--cache-capacity", "0", "--log-level", "debug", "--timeline", "t.json",
-                    "x"])
+    launch = build(
+        [
+            "-np",
+            "2",
+            "--fusion-threshold-mb",
+            "2.5",
+            "--cycle-time-ms",
+            "3.5",
+            "--cache-capacity",
+            "0",
+            "--log-level",
+            "debug",
+            "--timeline",
+            "t.json",
+            "x",
+        ]
+    )
     expected = {
         "LOCKSTEP_FUSION_THRESHOLD": str(int(2.5 * 1024 * 1024)),
         "LOCKSTEP_CYCLE_TIME": "3.5",
@@ -98,12 +113,27 @@ def test_options_become_forwarded_lockstep_variables():
 
 
 def test_environment_forwarding_is_selective():
-    env = {"LOCKSTEP_STALL_CHECK_DISABLE": "1", "HOROVOD_CACHE_CAPACITY": "8", "PATH": "/bin",
-           "PYTHONPATH": "/p", "LD_LIBRARY_PATH": "/l", "VIRTUAL_ENV": "/v", "HOME": "/root",
-           "MY_LOCKSTEP_THING": "no"}
+    env = {
+        "LOCKSTEP_STALL_CHECK_DISABLE": "1",
+        "HOROVOD_CACHE_CAPACITY": "8",
+        "PATH": "/bin",
+        "PYTHONPATH": "/p",
+        "LD_LIBRARY_PATH": "/l",
+        "VIRTUAL_ENV": "/v",
+        "HOME": "/root",
+        "MY_LOCKSTEP_THING": "no",
+    }
     exported = option_values(build(["-np", "2", "x"], env=env).command, "-x")
-    assert sorted(exported) == sorted(["LOCKSTEP_STALL_CHECK_DISABLE", "HOROVOD_CACHE_CAPACITY",
-                                       "PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV"])
+    assert sorted(exported) == sorted(
+        [
+            "LOCKSTEP_STALL_CHECK_DISABLE",
+            "HOROVOD_CACHE_CAPACITY",
+            "PATH",
+            "PYTHONPATH",
+            "LD_LIBRARY_PATH",
+            "VIRTUAL_ENV",
+        ]
+    )
 
 
 def test_user_command_keeps_its_own_options():
@@ -117,12 +147,15 @@ def test_mpi_args_are_appended_before_the_command():
     assert command[-5:] == ["--tag-output", "-x", "FOO", "python", "t.py"]
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["python", "t.py"], "-np is required"),
-    (["-np", "0", "python", "t.py"], "-np must be at least 1"),
-    (["-np", "2"], "no command given"),
-    (["-np", "2", "--cycle-time-ms", "0", "x"], "--cycle-time-ms must be > 0"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["python", "t.py"], "-np is required"),
+        (["-np", "0", "python", "t.py"], "-np must be at least 1"),
+        (["-np", "2"], "no command given"),
+        (["-np", "2", "--cycle-time-ms", "0", "x"], "--cycle-time-ms must be > 0"),
+    ],
+)
 def test_bad_invocations_fail_with_a_clear_message(argv, message):
     result = run_launcher(argv)
     assert result.returncode == 2
@@ -138,8 +171,7 @@ def test_missing_mpirun_is_reported(tmp_path):
 
 
 def test_dry_run_prints_a_shell_line_without_running():
-    result = run_launcher(["-np", "3", "--cycle-time-ms", "4", "--dry-run", "python", "-c",
-                           "raise SystemExit(1)"])
+    result = run_launcher(["-np", "3", "--cycle-time-ms", "4", "--dry-run", "python", "-c", "raise SystemExit(1)"])
     assert result.returncode == 0
     line = result.stdout.strip()
     assert line.startswith("LOCKSTEP_CYCLE_TIME=4 ")
@@ -173,8 +205,9 @@ sys.exit(main(["--check-build"]))
 def test_check_build_reports_a_broken_core_instead_of_crashing():
     # The installed lockstep-run imports lockstep.run through the lockstep package,
     # so the package must not need the compiled core just to be imported.
-    result = subprocess.run([sys.executable, "-c", BLOCK_CORE_THEN_CHECK_BUILD], capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", BLOCK_CORE_THEN_CHECK_BUILD], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     mpi_row = next(line for line in result.stdout.splitlines() if "MPI" in line)
     assert mpi_row.strip().startswith("[ ] MPI") and "simulated: _core.so is missing" in mpi_row
@@ -182,14 +215,15 @@ def test_check_build_reports_a_broken_core_instead_of_crashing():
 
 # One write() per rank: mpirun interleaves the ranks' output at write granularity,
 # and print() writes piece by piece when PYTHONUNBUFFERED is set.
-RANK_REPORT = ("import os; os.write(1, f\"rank {os.environ['OMPI_COMM_WORLD_RANK']} "
-               "{os.environ.get('LOCKSTEP_CYCLE_TIME')}\\n\".encode())")
+RANK_REPORT = (
+    "import os; os.write(1, f\"rank {os.environ['OMPI_COMM_WORLD_RANK']} "
+    "{os.environ.get('LOCKSTEP_CYCLE_TIME')}\\n\".encode())"
+)
 
 
 @pytest.mark.timeout(120)
 def test_two_ranks_really_run_with_the_settings():
-    result = run_launcher(["-np", "2", "--cycle-time-ms", "7", sys.executable, "-c",
-                           RANK_REPORT])
+    result = run_launcher(["-np", "2", "--cycle-time-ms", "7", sys.executable, "-c", RANK_REPORT])
     assert result.returncode == 0, result.stderr
     reports = sorted(line for line in result.stdout.splitlines() if line.startswith("rank "))
     assert reports == ["rank 0 7", "rank 1 7"]
@@ -203,8 +237,10 @@ def test_a_failing_rank_fails_the_launch():
 
 
 def test_ranks_stay_unbound_when_oversubscribed_across_hosts_or_told_otherwise():
-    for command in (build(["-np", "3", "x"], core_count=2).command,
-                    build(["-np", "2", "-H", "a:1,b:1", "x"], core_count=8).command):
+    for command in (
+        build(["-np", "3", "x"], core_count=2).command,
+        build(["-np", "2", "-H", "a:1,b:1", "x"], core_count=8).command,
+    ):
         assert option_values(command, "--bind-to") == ["none"]
         assert option_values(command, "--map-by") == ["slot"]
     own = build(["-np", "2", "--mpi-args", "--bind-to socket", "x"]).command

@@ -4,13 +4,16 @@ Command lines only (no launch); the launch on hosts is in test_multihost.py.
 """
 
 import pytest
-
 from test_launcher import build, launcher, option_values, run_launcher
 
 run_hosts = launcher.run_hosts
 
-SLURM = {"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "node[1-3,5]",
-         "SLURM_TASKS_PER_NODE": "2(x3),1", "SLURM_NTASKS": "7"}
+SLURM = {
+    "SLURM_JOB_ID": "42",
+    "SLURM_JOB_NODELIST": "node[1-3,5]",
+    "SLURM_TASKS_PER_NODE": "2(x3),1",
+    "SLURM_NTASKS": "7",
+}
 
 
 def build_in(argv, env):
@@ -24,29 +27,34 @@ def test_host_list_merges_repeats_and_defaults_to_one_slot():
 
 
 def test_hostfile_in_horovod_and_open_mpi_syntax():
-    text = ("# workers\nnode1 slots=4\nnode2 slots=2 max_slots=8   # comment\n"
-            "\nnode3\nnode4:3\nnode3 max-slots=2\n")
+    text = "# workers\nnode1 slots=4\nnode2 slots=2 max_slots=8   # comment\n\nnode3\nnode4:3\nnode3 max-slots=2\n"
     assert run_hosts.parse_hostfile(text) == [("node1", 4), ("node2", 2), ("node3", 2), ("node4", 3)]
 
 
-@pytest.mark.parametrize("text, message", [
-    ("node1 slots=0\n", "line 1.*slot count '0'"),
-    ("node1 slots=x\n", "slot count 'x'"),
-    ("node1\nnode2 cpus=4\n", "line 2.*unknown setting 'cpus'"),
-    ("node1 4\n", "expected key=value"),
-    ("# nothing\n\n", "names no hosts"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("node1 slots=0\n", "line 1.*slot count '0'"),
+        ("node1 slots=x\n", "slot count 'x'"),
+        ("node1\nnode2 cpus=4\n", "line 2.*unknown setting 'cpus'"),
+        ("node1 4\n", "expected key=value"),
+        ("# nothing\n\n", "names no hosts"),
+    ],
+)
 def test_bad_hostfiles_name_the_line(text, message):
     with pytest.raises(run_hosts.HostsError, match=message):
         run_hosts.parse_hostfile(text, "hosts.txt")
 
 
-@pytest.mark.parametrize("nodelist, expected", [
-    ("node[1-3,5]", ["node1", "node2", "node3", "node5"]),
-    ("gpu07", ["gpu07"]),
-    ("a[08-10],b", ["a08", "a09", "a10", "b"]),
-    ("rack[1-2]-n[1,3]", ["rack1-n1", "rack1-n3", "rack2-n1", "rack2-n3"]),
-])
+@pytest.mark.parametrize(
+    "nodelist, expected",
+    [
+        ("node[1-3,5]", ["node1", "node2", "node3", "node5"]),
+        ("gpu07", ["gpu07"]),
+        ("a[08-10],b", ["a08", "a09", "a10", "b"]),
+        ("rack[1-2]-n[1,3]", ["rack1-n1", "rack1-n3", "rack2-n1", "rack2-n3"]),
+    ],
+)
 def test_slurm_nodelists_expand(nodelist, expected):
     assert run_hosts.expand_nodelist(nodelist) == expected
 
@@ -103,15 +111,27 @@ def test_missing_hostfile_and_conflicts_are_clear_errors(tmp_path):
 
 def test_network_interface_selects_both_mpi_transports():
     command = build(["-np", "2", "-H", "a:1,b:1", "--network-interface", "eth1, 10.0.0.0/24", "x"]).command
-    mca = [command[i + 1:i + 3] for i, part in enumerate(command) if part == "--mca"]
+    mca = [command[i + 1 : i + 3] for i, part in enumerate(command) if part == "--mca"]
     assert ["btl_tcp_if_include", "eth1,10.0.0.0/24"] in mca
     assert ["oob_tcp_if_include", "eth1,10.0.0.0/24"] in mca
     assert ["mpi_yield_when_idle", "1"] in mca
 
 
 def test_srun_when_asked_inside_slurm():
-    launch = build_in(["--launcher", "srun", "--network-interface", "ib0", "--mpi-args=--mpi=pmix",
-                       "--log-level", "debug", "python", "t.py"], SLURM)
+    launch = build_in(
+        [
+            "--launcher",
+            "srun",
+            "--network-interface",
+            "ib0",
+            "--mpi-args=--mpi=pmix",
+            "--log-level",
+            "debug",
+            "python",
+            "t.py",
+        ],
+        SLURM,
+    )
     assert launch.command == ["srun", "--ntasks", "7", "--kill-on-bad-exit=1", "--mpi=pmix", "python", "t.py"]
     assert launch.env["OMPI_MCA_btl_tcp_if_include"] == "ib0"
     assert launch.env["OMPI_MCA_mpi_yield_when_idle"] == "1"

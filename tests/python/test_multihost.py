@@ -6,9 +6,8 @@ hosts. Skipped, with the reason, where namespaces cannot be made (not root, no `
 
 import sys
 
-import pytest
-
 import pretend_cluster
+import pytest
 
 RUN_PY = pretend_cluster.mpi_harness.REPO_ROOT / "python" / "lockstep" / "run.py"
 
@@ -32,12 +31,24 @@ def test_launcher_with_hosts_runs_data_movement_and_topology_on_each_host(cluste
     # rsh agent (how this cluster reaches its hosts instead of ssh) comes through --mpi-args.
     agent = " ".join(cluster.mca_args()[:6])  # plm_rsh_agent, plm_rsh_no_tree_spawn
     hosts = ",".join(f"{h}:{s}" for h, s in zip(cluster.hostnames, cluster.slots))
-    command = [sys.executable, str(RUN_PY), "-H", hosts, "--network-interface", pretend_cluster.SUBNET,
-               "--mpi-args", agent, "--verbose", sys.executable,
-               str(pretend_cluster.mpi_harness.SCRIPTS_DIR / "data_movement.py")]
-    run = pretend_cluster.run_command(cluster.on_host(0, command), timeout=240,
-                                      env={"LOCKSTEP_TEST_TMP": str(tmp_path),
-                                           "LOCKSTEP_TEST_HOSTS": hosts_by_rank(cluster)})
+    command = [
+        sys.executable,
+        str(RUN_PY),
+        "-H",
+        hosts,
+        "--network-interface",
+        pretend_cluster.SUBNET,
+        "--mpi-args",
+        agent,
+        "--verbose",
+        sys.executable,
+        str(pretend_cluster.mpi_harness.SCRIPTS_DIR / "data_movement.py"),
+    ]
+    run = pretend_cluster.run_command(
+        cluster.on_host(0, command),
+        timeout=240,
+        env={"LOCKSTEP_TEST_TMP": str(tmp_path), "LOCKSTEP_TEST_HOSTS": hosts_by_rank(cluster)},
+    )
     run.assert_all_ranks_passed(5)
     assert "-np 5" in run.stderr and f"-H {hosts}" in run.stderr, run.describe()
     assert f"btl_tcp_if_include {pretend_cluster.SUBNET}" in run.stderr, run.describe()
@@ -47,8 +58,17 @@ def test_torch_demo_across_two_hosts(cluster, tmp_path):
     # One rank on each of the first two hosts; the demo ends by checking that every
     # rank holds bitwise-identical parameters.
     demo = pretend_cluster.mpi_harness.REPO_ROOT / "examples" / "torch_fashion_mnist.py"
-    program = [sys.executable, str(demo), "--train-examples", "1024", "--epochs", "1",
-               "--fresh", "--checkpoint-dir", str(tmp_path)]
+    program = [
+        sys.executable,
+        str(demo),
+        "--train-examples",
+        "1024",
+        "--epochs",
+        "1",
+        "--fresh",
+        "--checkpoint-dir",
+        str(tmp_path),
+    ]
     run = cluster.mpirun(program, num_ranks=2, timeout=240, extra=["--map-by", "ppr:1:node", "--display-map"])
     assert not run.timed_out and run.returncode == 0, run.describe()
     assert "parameters bitwise identical on all ranks" in run.stdout, run.describe()

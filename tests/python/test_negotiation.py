@@ -1,7 +1,6 @@
 """Negotiation's settings that must agree across ranks."""
 
 import pytest
-
 from mpi_harness import run_ranks
 
 

@@ -3,7 +3,6 @@
 import pytest
 from mpi_harness import run_ranks
 
-
 SHM_ACTIVE = "go through shared memory"
 
 
@@ -56,8 +55,9 @@ def test_small_integer_sums_wrap_on_every_path(ranks, shm):
     assert (SHM_ACTIVE in run.stderr) == (shm != "off"), run.describe()
 
 
-@pytest.mark.parametrize("ranks, caller_cycles", [(2, "1"), (3, "1"), (2, "0")],
-                         ids=["np2", "np3", "np2-background-thread-only"])
+@pytest.mark.parametrize(
+    "ranks, caller_cycles", [(2, "1"), (3, "1"), (2, "0")], ids=["np2", "np3", "np2-background-thread-only"]
+)
 def test_synchronous_ops_from_several_threads(ranks, caller_cycles):
     # A waiting caller runs the cycles itself (flat combining); the others wait on it.
     run = run_ranks("threads_sync_ops.py", ranks, env={"LOCKSTEP_CALLER_CYCLES": caller_cycles})

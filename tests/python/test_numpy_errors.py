@@ -3,7 +3,6 @@
 import re
 
 import pytest
-
 from mpi_harness import run_ranks
 
 
@@ -20,11 +19,15 @@ def test_stalled_tensor_warns_and_fails_instead_of_hanging(num_ranks):
     run = run_ranks("stall.py", num_ranks, timeout=60, env=env)
     run.assert_all_ranks_passed(num_ranks)
     missing = num_ranks - 1
-    warnings = [line for line in (run.stdout + run.stderr).splitlines()
-                if "stalled.tensor" in line and "warning" in line.lower()]
+    warnings = [
+        line
+        for line in (run.stdout + run.stderr).splitlines()
+        if "stalled.tensor" in line and "warning" in line.lower()
+    ]
     assert warnings, f"no stall warning names the tensor\n{run.describe()}"
     assert any(re.search(rf"missing ranks?:?\s*{missing}\b", line) for line in warnings), (
-        f"the stall warning does not name missing rank {missing}: {warnings}")
+        f"the stall warning does not name missing rank {missing}: {warnings}"
+    )
 
 
 @pytest.mark.parametrize("when", ["in_negotiation", "mid_large_allreduces"])

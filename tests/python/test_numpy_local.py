@@ -14,9 +14,9 @@ import lockstep.numpy as hvd
 from lockstep import _core
 from lockstep.common import validation
 from lockstep.common.handles import HandleTable, PendingOp
+from lockstep.common.host_arrays import as_array, tensor_ref
 from lockstep.common.naming import OpNamer
 from lockstep.common.ops import handle_average_backwards_compatibility, to_core_reduce_op
-from lockstep.common.host_arrays import as_array, tensor_ref
 
 
 def test_automatic_names_count_per_kind_and_call_site_and_restart():
@@ -27,8 +27,12 @@ def test_automatic_names_count_per_kind_and_call_site_and_restart():
 
     site = f"test_numpy_local.py:{submit.__code__.co_firstlineno + 1}"
     names = [submit("local-test-a"), submit("local-test-b"), submit("local-test-a"), submit("local-test-a", "mine")]
-    assert names == [f"local-test-a.auto.{site}.0", f"local-test-b.auto.{site}.0",
-                     f"local-test-a.auto.{site}.1", "mine"]
+    assert names == [
+        f"local-test-a.auto.{site}.0",
+        f"local-test-b.auto.{site}.0",
+        f"local-test-a.auto.{site}.1",
+        "mine",
+    ]
     elsewhere = namer.name_for("local-test-a", None)
     assert elsewhere == f"local-test-a.auto.test_numpy_local.py:{sys._getframe().f_lineno - 1}.0"
     namer.restart()
@@ -65,17 +69,28 @@ def test_average_argument_compatibility():
 
 def test_reduce_op_constants_match_horovod_and_the_core():
     assert (lockstep.Average, lockstep.Sum, lockstep.Adasum, lockstep.Min, lockstep.Max, lockstep.Product) == (
-        0, 1, 2, 3, 4, 5)
+        0,
+        1,
+        2,
+        3,
+        4,
+        5,
+    )
     for op in (hvd.Average, hvd.Sum, hvd.Min, hvd.Max, hvd.Product):
         assert int(to_core_reduce_op(op)) == op
         assert int(to_core_reduce_op(np.int64(op))) == op
         assert int(to_core_reduce_op(to_core_reduce_op(op))) == op
 
 
-@pytest.mark.parametrize("op, error, fragment", [
-    ("sum", TypeError, "op"), (1.0, TypeError, "op"), (True, TypeError, "bool"),
-    (17, ValueError, "unknown reduce op"),
-])
+@pytest.mark.parametrize(
+    "op, error, fragment",
+    [
+        ("sum", TypeError, "op"),
+        (1.0, TypeError, "op"),
+        (True, TypeError, "bool"),
+        (17, ValueError, "unknown reduce op"),
+    ],
+)
 def test_bad_reduce_ops(op, error, fragment):
     with pytest.raises(error, match=fragment):
         to_core_reduce_op(op)
@@ -119,8 +134,18 @@ def test_scalar_arguments_validation():
         validation.check_name(b"bytes")
 
 
-SUPPORTED = [np.uint8, np.int8, np.int16, np.int32, np.int64, np.float16, ml_dtypes.bfloat16,
-             np.float32, np.float64, np.bool_]
+SUPPORTED = [
+    np.uint8,
+    np.int8,
+    np.int16,
+    np.int32,
+    np.int64,
+    np.float16,
+    ml_dtypes.bfloat16,
+    np.float32,
+    np.float64,
+    np.bool_,
+]
 
 
 @pytest.mark.parametrize("dtype", SUPPORTED, ids=lambda d: np.dtype(d).name)
@@ -199,8 +224,13 @@ def test_error_types_are_horovods():
     for cls in (hvd.PreconditionError, hvd.AbortedError):
         assert issubclass(cls, hvd.LockstepError) and not issubclass(cls, ValueError), cls.__mro__
     # tf.function re-raises only errors whose __init__ is Exception's with their own type.
-    for cls in (hvd.LockstepError, hvd.InvalidArgumentError, hvd.PreconditionError, hvd.AbortedError,
-                hvd.UnsupportedOperationError):
+    for cls in (
+        hvd.LockstepError,
+        hvd.InvalidArgumentError,
+        hvd.PreconditionError,
+        hvd.AbortedError,
+        hvd.UnsupportedOperationError,
+    ):
         assert cls.__init__ is Exception.__init__, cls
         assert str(cls("message")) == "message"
 

@@ -30,9 +30,14 @@ class LiveJob:
     def __init__(self, command, env):
         self.lines = []  # (arrival time, line)
         self.changed = threading.Condition()
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                        text=True, env=pretend_cluster.mpi_harness.child_environment(env),
-                                        start_new_session=True)
+        self.process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=pretend_cluster.mpi_harness.child_environment(env),
+            start_new_session=True,
+        )
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
@@ -68,8 +73,10 @@ def start_job(cluster, tmp_path, *args):
     """peer_loss.py on 5 ranks; returns the job, its go file and {rank: pid} once all are ready."""
     go_file = tmp_path / "go"
     program = [sys.executable, str(pretend_cluster.mpi_harness.SCRIPTS_DIR / "peer_loss.py"), *args]
-    job = LiveJob(cluster.mpirun_command(program, RANKS),
-                  {"LOCKSTEP_PEER_TIMEOUT_SECONDS": str(TIMEOUT), "LOCKSTEP_TEST_GO_FILE": str(go_file)})
+    job = LiveJob(
+        cluster.mpirun_command(program, RANKS),
+        {"LOCKSTEP_PEER_TIMEOUT_SECONDS": str(TIMEOUT), "LOCKSTEP_TEST_GO_FILE": str(go_file)},
+    )
     ready = job.wait_for(r"rank (?P<rank>\d+): ready pid (?P<pid>\d+)", RANKS, timeout=120)
     assert len(ready) == RANKS, job.output()
     return job, go_file, {rank: int(found[1].group("pid")) for rank, found in ready.items()}
@@ -84,8 +91,11 @@ def run_fault(cluster, tmp_path, victims, apply_fault, recover=lambda: None):
         fault_at = time.monotonic()
         go_file.touch()
         survivors = [rank for rank in range(RANKS) if rank not in victims]
-        reports = job.wait_for(r"rank (?P<rank>\d+): aborted after [\d.]+ s: (?P<message>.*?restart the job)",
-                               len(survivors), timeout=LIMIT + 10)
+        reports = job.wait_for(
+            r"rank (?P<rank>\d+): aborted after [\d.]+ s: (?P<message>.*?restart the job)",
+            len(survivors),
+            timeout=LIMIT + 10,
+        )
         assert sorted(reports) == survivors, job.output()
         recover()
         # With the survivors gone, the launcher ends the job (frozen ranks included).
@@ -117,8 +127,9 @@ def test_cut_link_is_named_on_every_other_rank(cluster, tmp_path):
     try:
         # node3's ranks cannot even reach the launcher while cut off, so the link comes
         # back once the others have reported, for the launcher to end the job.
-        reports, job = run_fault(cluster, tmp_path, [4], lambda pids: cluster.set_link(2, False),
-                                 recover=lambda: cluster.set_link(2, True))
+        reports, job = run_fault(
+            cluster, tmp_path, [4], lambda pids: cluster.set_link(2, False), recover=lambda: cluster.set_link(2, True)
+        )
     finally:
         cluster.set_link(2, True)
     assert_reported(reports, job, "rank 4 on node3 did not respond within 4 s")
@@ -126,7 +137,9 @@ def test_cut_link_is_named_on_every_other_rank(cluster, tmp_path):
 
 def test_frozen_coordinator_is_named(cluster, tmp_path):
     reports, job = run_fault(cluster, tmp_path, [0], freeze)
-    assert_reported(reports, job, "rank 0 on node1 did not respond within 4 s (LOCKSTEP_PEER_TIMEOUT_SECONDS) (rank 0 coordinates")
+    assert_reported(
+        reports, job, "rank 0 on node1 did not respond within 4 s (LOCKSTEP_PEER_TIMEOUT_SECONDS) (rank 0 coordinates"
+    )
 
 
 def test_rank_frozen_inside_data_collectives_ends_the_job(cluster, tmp_path):
@@ -146,8 +159,11 @@ def test_rank_frozen_inside_data_collectives_ends_the_job(cluster, tmp_path):
         cluster.kill_processes()
     output = job.output()
     assert job.process.returncode != 0, output
-    assert ("a collective has waited" in output and "Ending the job with MPI_Abort" in output
-            or "rank 2 on node2 did not respond within 4 s" in output), output
+    assert (
+        "a collective has waited" in output
+        and "Ending the job with MPI_Abort" in output
+        or "rank 2 on node2 did not respond within 4 s" in output
+    ), output
     assert ended_after <= LIMIT + 10, f"the job ended {ended_after:.1f} s after the freeze\n{output}"
 
 

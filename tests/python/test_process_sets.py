@@ -29,8 +29,13 @@ def test_tensorflow_sets_through_init_cycles(built_extension):
 
 
 def test_stall_inside_a_set_fails_its_waiting_member(built_extension, tmp_path):
-    run = run_ranks("process_sets_stall.py", 3, timeout=60, args=[tmp_path],
-                    env={"LOCKSTEP_STALL_CHECK_TIME_SECONDS": "1", "LOCKSTEP_STALL_SHUTDOWN_TIME_SECONDS": "3"})
+    run = run_ranks(
+        "process_sets_stall.py",
+        3,
+        timeout=60,
+        args=[tmp_path],
+        env={"LOCKSTEP_STALL_CHECK_TIME_SECONDS": "1", "LOCKSTEP_STALL_SHUTDOWN_TIME_SECONDS": "3"},
+    )
     run.assert_all_ranks_passed(3)
     assert "on process set 1, whose ranks 0, 1, ... are global ranks [0, 2])" in run.stderr, run.describe()
 

@@ -7,7 +7,6 @@ One job per size, kept short: together they must stay within about two minutes."
 import re
 
 import pytest
-
 from mpi_harness import run_ranks
 
 TIMEOUT = 4  # LOCKSTEP_PEER_TIMEOUT_SECONDS in these jobs
@@ -18,13 +17,20 @@ LIMIT = TIMEOUT + 2 + 8
 
 @pytest.mark.parametrize("num_ranks,victim", [(16, 5), (32, 31), (64, 40)])
 def test_collectives_and_a_silent_rank_at_scale(num_ranks, victim):
-    run = run_ranks("scale_checks.py", num_ranks, timeout=240, args=["freeze", victim],
-                    env={"LOCKSTEP_PEER_TIMEOUT_SECONDS": str(TIMEOUT)})
+    run = run_ranks(
+        "scale_checks.py",
+        num_ranks,
+        timeout=240,
+        args=["freeze", victim],
+        env={"LOCKSTEP_PEER_TIMEOUT_SECONDS": str(TIMEOUT)},
+    )
     assert not run.timed_out, run.describe()
     for rank in range(num_ranks):
         assert f"rank {rank}: ALL CHECKS PASSED" in run.stdout, run.describe()
-    reports = {int(m.group(1)): (float(m.group(2)), m.group(3))
-               for m in re.finditer(r"rank (\d+): named after ([\d.]+) s: (.*)", run.stdout)}
+    reports = {
+        int(m.group(1)): (float(m.group(2)), m.group(3))
+        for m in re.finditer(r"rank (\d+): named after ([\d.]+) s: (.*)", run.stdout)
+    }
     # The launcher's teardown may wake the frozen rank (SIGCONT) before killing it, and it
     # may then report the others gone: only the survivors' reports count.
     reports.pop(victim, None)

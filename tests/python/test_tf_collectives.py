@@ -17,16 +17,25 @@ def test_regrouped_tensor_names_complete():
     some not must still complete (it once hung: the cached members bypassed the
     coordinator, which waited for all of them). The stall settings turn a hang
     into a quick failure."""
-    run = run_ranks("tf_regroup.py", 2, timeout=90,
-                    env={"LOCKSTEP_STALL_CHECK_TIME_SECONDS": "2", "LOCKSTEP_STALL_SHUTDOWN_TIME_SECONDS": "5"})
+    run = run_ranks(
+        "tf_regroup.py",
+        2,
+        timeout=90,
+        env={"LOCKSTEP_STALL_CHECK_TIME_SECONDS": "2", "LOCKSTEP_STALL_SHUTDOWN_TIME_SECONDS": "5"},
+    )
     run.assert_all_ranks_passed(2)
 
 
 def test_stalled_session_run_fails_instead_of_hanging(num_ranks):
     """A Session run whose collectives one rank never submits fails on the others
     with FailedPreconditionError after the stall shutdown time."""
-    run = run_ranks("tf_faults.py", num_ranks, timeout=120, args=["stall"],
-                    env={"LOCKSTEP_STALL_CHECK_TIME_SECONDS": "1", "LOCKSTEP_STALL_SHUTDOWN_TIME_SECONDS": "3"})
+    run = run_ranks(
+        "tf_faults.py",
+        num_ranks,
+        timeout=120,
+        args=["stall"],
+        env={"LOCKSTEP_STALL_CHECK_TIME_SECONDS": "1", "LOCKSTEP_STALL_SHUTDOWN_TIME_SECONDS": "3"},
+    )
     run.assert_all_ranks_passed(num_ranks)
 
 

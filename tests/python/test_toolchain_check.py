@@ -11,15 +11,22 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SYSTEM_CXX = shutil.which("g++")
 
-pytestmark = pytest.mark.skipif(not shutil.which("cmake") or not SYSTEM_CXX,
-                                reason="needs cmake and g++")
+pytestmark = pytest.mark.skipif(not shutil.which("cmake") or not SYSTEM_CXX, reason="needs cmake and g++")
 
 
 def configure(tmp_path, cxx, *options):
     # Only the core: the check runs before any target, and Python/GTest would slow this.
-    command = ["cmake", "-S", str(REPO_ROOT), "-B", str(tmp_path / "build"),
-               f"-DCMAKE_CXX_COMPILER={cxx}", "-DLOCKSTEP_BUILD_TESTS=OFF",
-               "-DLOCKSTEP_BUILD_PYTHON=OFF", *options]
+    command = [
+        "cmake",
+        "-S",
+        str(REPO_ROOT),
+        "-B",
+        str(tmp_path / "build"),
+        f"-DCMAKE_CXX_COMPILER={cxx}",
+        "-DLOCKSTEP_BUILD_TESTS=OFF",
+        "-DLOCKSTEP_BUILD_PYTHON=OFF",
+        *options,
+    ]
     env = {k: v for k, v in os.environ.items() if k not in ("CXX", "CXXFLAGS", "LDFLAGS")}
     return subprocess.run(command, capture_output=True, text=True, timeout=240, env=env)
 

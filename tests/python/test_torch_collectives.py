@@ -6,7 +6,6 @@ exits at once and mpirun ends the job) cannot hang or desynchronise the others.
 """
 
 import pytest
-
 from mpi_harness import DESYNC_LIMIT, run_ranks
 
 

@@ -3,7 +3,6 @@ join() with uneven data, and broadcast of parameters and optimizer state, on 2
 and 3 ranks."""
 
 import pytest
-
 from mpi_harness import DESYNC_LIMIT, run_ranks
 
 

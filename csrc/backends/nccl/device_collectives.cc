@@ -35,9 +35,9 @@ DeviceCollectives::DeviceCollectives(const GpuCollectivesOptions& options)
 void DeviceCollectives::Connect() {
   if (options_.operations != GpuOperations::kNccl) return;
   const NcclLibrary& library = LoadNcclLibrary();
-  comm_ = std::make_unique<NcclCommunicator>(MpiCommunicator::HandleOf(*options_.communicator), options_.topology.rank,
-                                             options_.topology.size, library,
-                                             options_.nccl_timeout_seconds);
+  comm_ = std::make_unique<NcclCommunicator>(MpiCommunicator::HandleOf(*options_.communicator),
+                                             options_.topology.rank, options_.topology.size,
+                                             library, options_.nccl_timeout_seconds);
   nccl_ = std::make_unique<NcclOps>(library, *comm_, stream_, options_.topology, phase_timer_);
 }
 
@@ -55,9 +55,9 @@ void DeviceCollectives::CloseCommunicator() {
   // a failure): the others learn from it that not all drained, without waiting out the
   // deadline.
   const bool drained = broken_.empty() && inflight_.Drain(kShutdownDrainSeconds);
-  const Agreement all_drained =
-      AgreeAllOk(MpiCommunicator::HandleOf(*options_.communicator), drained, DeadlineIn(kShutdownAgreementSeconds),
-                 "agreeing on shutting the NCCL communicator down");
+  const Agreement all_drained = AgreeAllOk(MpiCommunicator::HandleOf(*options_.communicator),
+                                           drained, DeadlineIn(kShutdownAgreementSeconds),
+                                           "agreeing on shutting the NCCL communicator down");
   if (comm_->released()) return;
   switch (OnShutdown(all_drained, comm_->revoke_available(), inflight_.empty())) {
     case ShutdownAction::kDestroy:

@@ -51,9 +51,9 @@ std::unique_ptr<Collectives> MakeGpuCollectives(const GpuCollectivesOptions& opt
   // Every member agrees before anything collective: a member that failed locally (a
   // bad device, no memory for a stream) must not leave the others waiting in the
   // unique id's broadcast, and all of them then refuse the set's GPU ops alike.
-  const Agreement ready =
-      AgreeAllOk(MpiCommunicator::HandleOf(*options.communicator), local_failure.empty(), DeadlineIn(options.nccl_timeout_seconds),
-                 "agreeing on starting the GPU collectives");
+  const Agreement ready = AgreeAllOk(
+      MpiCommunicator::HandleOf(*options.communicator), local_failure.empty(),
+      DeadlineIn(options.nccl_timeout_seconds), "agreeing on starting the GPU collectives");
   if (!ready.reached || !ready.all_ok) {
     throw Error("GPU collectives could not start on every rank of the process set: " +
                 (!local_failure.empty() ? local_failure

@@ -7,7 +7,6 @@ from lockstep import _core
 from lockstep.common import process_sets as process_sets_module
 from lockstep.common.exceptions import NotInitializedError
 
-
 _exit_hook_registered = False
 
 

@@ -25,8 +25,16 @@ def _cast_compressor(name, wire_dtype, is_floating, cast, doc):
     def decompress(tensor, context):
         return tensor if context is None else cast(tensor, context)
 
-    return type(name, (), {"__doc__": doc, "wire_dtype": wire_dtype,
-                           "compress": staticmethod(compress), "decompress": staticmethod(decompress)})
+    return type(
+        name,
+        (),
+        {
+            "__doc__": doc,
+            "wire_dtype": wire_dtype,
+            "compress": staticmethod(compress),
+            "decompress": staticmethod(decompress),
+        },
+    )
 
 
 def make_compression(is_floating, cast, float16, bfloat16):
@@ -35,12 +43,19 @@ def make_compression(is_floating, cast, float16, bfloat16):
     class Compression:
         none = NoneCompressor
         fp16 = _cast_compressor(
-            "FP16Compressor", float16, is_floating, cast,
+            "FP16Compressor",
+            float16,
+            is_floating,
+            cast,
             "Halves the bytes of float32 gradients; float16's narrow range can overflow very "
-            "large gradients or flush tiny ones to zero.")
+            "large gradients or flush tiny ones to zero.",
+        )
         bf16 = _cast_compressor(
-            "BF16Compressor", bfloat16, is_floating, cast,
-            "Halves the bytes of float32 gradients, keeping float32's range with fewer "
-            "mantissa bits.")
+            "BF16Compressor",
+            bfloat16,
+            is_floating,
+            cast,
+            "Halves the bytes of float32 gradients, keeping float32's range with fewer mantissa bits.",
+        )
 
     return Compression

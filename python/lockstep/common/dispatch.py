@@ -61,15 +61,30 @@ class OpDispatcher:
         reduce_op, prescale, postscale = self._reduction_args(tensor.dtype, scaling, ALLREDUCE_OPS, "allreduce", ps)
         # Flat arguments rather than an OpSpec: this runs once per gradient every step.
         core_handle = self._core.enqueue_op(
-            self._core.OpType.ALLREDUCE, self._name("allreduce", name, ps), tensor.dtype, tensor.shape,
-            tensor.address, output.address, reduce_op, prescale, postscale, 0, tensor.device, ps, tensor.stream,
+            self._core.OpType.ALLREDUCE,
+            self._name("allreduce", name, ps),
+            tensor.dtype,
+            tensor.shape,
+            tensor.address,
+            output.address,
+            reduce_op,
+            prescale,
+            postscale,
+            0,
+            tensor.device,
+            ps,
+            tensor.stream,
         )
-        pending = PendingOp(core_handles=[core_handle], finish=lambda results: finish(results[0]),
-                            keepalive=(tensor.owner, output.owner))
+        pending = PendingOp(
+            core_handles=[core_handle],
+            finish=lambda results: finish(results[0]),
+            keepalive=(tensor.owner, output.owner),
+        )
         return self._handles.add(pending)
 
-    def run_allreduce(self, dtype, shape, address, output_address, op, prescale, postscale, name, device=-1, ps=0,
-                      stream=0):
+    def run_allreduce(
+        self, dtype, shape, address, output_address, op, prescale, postscale, name, device=-1, ps=0, stream=0
+    ):
         """The synchronous allreduce, the latency-critical path: flat arguments instead of
         TensorRef/Scaling, no frontend handle, one call into the core, which waits with the
         GIL released. The caller's references keep the memory alive meanwhile. For device
@@ -79,9 +94,16 @@ class OpDispatcher:
         checks; anything else goes through them, so errors are the same either way.
         """
         reduce_op = _PLAIN_REDUCE_OPS.get(op) if type(op) is int else None
-        plain = (reduce_op is not None and prescale.__class__ is float and prescale == 1.0
-                 and postscale.__class__ is float and postscale == 1.0 and name.__class__ is str
-                 and name != "" and dtype is not self._core.DataType.BOOL)
+        plain = (
+            reduce_op is not None
+            and prescale.__class__ is float
+            and prescale == 1.0
+            and postscale.__class__ is float
+            and postscale == 1.0
+            and name.__class__ is str
+            and name != ""
+            and dtype is not self._core.DataType.BOOL
+        )
         if not plain:
             self._require_initialized()
             reduce_op, prescale, postscale = self._reduction_args(
@@ -89,8 +111,21 @@ class OpDispatcher:
             )
             name = self._name("allreduce", name, ps)
         try:
-            self._core.run_op(self._core.OpType.ALLREDUCE, name, dtype, shape, address, output_address,
-                              reduce_op, prescale, postscale, 0, device, ps, stream)
+            self._core.run_op(
+                self._core.OpType.ALLREDUCE,
+                name,
+                dtype,
+                shape,
+                address,
+                output_address,
+                reduce_op,
+                prescale,
+                postscale,
+                0,
+                device,
+                ps,
+                stream,
+            )
         except self._core.AbortedError:
             raise  # the collective itself failed (e.g. ranks stopped responding): keep its type
         except self._core.LockstepError:
@@ -160,7 +195,8 @@ class OpDispatcher:
         specs = self._group_specs(self._core.OpType.REDUCESCATTER, tensors, name, "grouped_reducescatter", ps)
         for spec, tensor in zip(specs, tensors):
             spec.reduce_op, spec.prescale, spec.postscale = self._reduction_args(
-                tensor.dtype, scaling, REDUCESCATTER_OPS, "reducescatter", ps)
+                tensor.dtype, scaling, REDUCESCATTER_OPS, "reducescatter", ps
+            )
         return self._submit(specs, finish, tuple(t.owner for t in tensors), grouped=True)
 
     def barrier(self, ps=0):
@@ -193,7 +229,7 @@ class OpDispatcher:
         def finish_all(results):
             outputs, start = [], 0
             for part, count in zip(parts, counts):
-                outputs.append(part.finish(results[start:start + count]))
+                outputs.append(part.finish(results[start : start + count]))
                 start += count
             return finish(outputs)
 
@@ -274,8 +310,15 @@ class OpDispatcher:
 
     def _reduction_args(self, dtype, scaling, allowed_ops, op_kind, ps=0):
         """(core reduce op, prescale, postscale), checked for the op kind and dtype."""
-        return checked_reduction(scaling.op, scaling.prescale, scaling.postscale, allowed_ops, op_kind,
-                                 lambda: process_set_size(ps), dtype is self._core.DataType.BOOL)
+        return checked_reduction(
+            scaling.op,
+            scaling.prescale,
+            scaling.postscale,
+            allowed_ops,
+            op_kind,
+            lambda: process_set_size(ps),
+            dtype is self._core.DataType.BOOL,
+        )
 
     def _submit(self, specs, finish, owners, grouped=False):
         if grouped:
@@ -286,4 +329,3 @@ class OpDispatcher:
 
     def _finish_join(self, results):
         return results[0].join_last_rank
-

@@ -58,4 +58,3 @@ def _keep_type_inside_tf_function(cls):
 
 for _cls in (LockstepError, InvalidArgumentError, PreconditionError, AbortedError, UnsupportedOperationError):
     _keep_type_inside_tf_function(_cls)
-

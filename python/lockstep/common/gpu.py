@@ -37,8 +37,10 @@ def gpu_path_problem():
 
 def refusal(what, device):
     """The message for a GPU tensor where the GPU path cannot run."""
-    return (f"{what} is on device {device}, but only CPU tensors are supported here "
-            f"(GPU: {gpu_path_problem()}); move it with tensor.cpu()")
+    return (
+        f"{what} is on device {device}, but only CPU tensors are supported here "
+        f"(GPU: {gpu_path_problem()}); move it with tensor.cpu()"
+    )
 
 
 class DevicePin:

@@ -11,33 +11,67 @@ import numpy as np
 
 from lockstep.common import basics, validation
 from lockstep.common.dispatch import Scaling
+from lockstep.common.host_arrays import (
+    array_from_result,
+    as_array,
+    buffer_address,
+    core_dtype,
+    new_output_like,
+    tensor_ref,
+)
+from lockstep.common.host_compression import Compression
 from lockstep.common.objects import ObjectCollectives
 from lockstep.common.ops import Average, handle_average_backwards_compatibility
 from lockstep.common.process import DISPATCHER, NAMER
 from lockstep.common.process_sets import global_process_set, process_set_id
-from lockstep.common.host_arrays import array_from_result, as_array, buffer_address, core_dtype, new_output_like, tensor_ref
-from lockstep.common.host_compression import Compression
 
 
-def allreduce_async(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
-                    postscale_factor=1.0, process_set=global_process_set):
+def allreduce_async(
+    tensor,
+    average=None,
+    name=None,
+    compression=None,
+    op=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    process_set=global_process_set,
+):
     op, sent, output, finish = _prepare_allreduce(tensor, average, compression, op)
     scaling = Scaling(op, prescale_factor, postscale_factor)
-    return DISPATCHER.allreduce(tensor_ref(sent), tensor_ref(output), scaling, name, lambda result: finish(),
-                                process_set_id(process_set))
+    return DISPATCHER.allreduce(
+        tensor_ref(sent), tensor_ref(output), scaling, name, lambda result: finish(), process_set_id(process_set)
+    )
 
 
-def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
-              process_set=global_process_set):
+def allreduce(
+    tensor,
+    average=None,
+    name=None,
+    compression=None,
+    op=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    process_set=global_process_set,
+):
     """Reduce `tensor` across ranks (Average by default) and return the result."""
     op, sent, output, finish = _prepare_allreduce(tensor, average, compression, op)
-    DISPATCHER.run_allreduce(core_dtype(sent.dtype), sent.shape, buffer_address(sent), buffer_address(output), op,
-                             prescale_factor, postscale_factor, name, ps=process_set_id(process_set))
+    DISPATCHER.run_allreduce(
+        core_dtype(sent.dtype),
+        sent.shape,
+        buffer_address(sent),
+        buffer_address(output),
+        op,
+        prescale_factor,
+        postscale_factor,
+        name,
+        ps=process_set_id(process_set),
+    )
     return finish()
 
 
-def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
-                     process_set=global_process_set):
+def allreduce_async_(
+    tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set
+):
     """Start reducing `tensor` across ranks in place; synchronize() returns `tensor`.
 
     No output is allocated: for large arrays reused every step (gradients), this saves
@@ -47,19 +81,29 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
     array = as_array(target)
     ref = tensor_ref(array)
     scaling = Scaling(handle_average_backwards_compatibility(op, average), prescale_factor, postscale_factor)
-    return DISPATCHER.allreduce(ref, ref, scaling, name, lambda result: _copy_back(target, array),
-                                process_set_id(process_set))
+    return DISPATCHER.allreduce(
+        ref, ref, scaling, name, lambda result: _copy_back(target, array), process_set_id(process_set)
+    )
 
 
-def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
-               process_set=global_process_set):
+def allreduce_(
+    tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set
+):
     """Reduce `tensor` across ranks in place and return it."""
     target = _writable(tensor)
     array = as_array(target)
     address = buffer_address(array)
-    DISPATCHER.run_allreduce(core_dtype(array.dtype), array.shape, address, address,
-                             handle_average_backwards_compatibility(op, average), prescale_factor,
-                             postscale_factor, name, ps=process_set_id(process_set))
+    DISPATCHER.run_allreduce(
+        core_dtype(array.dtype),
+        array.shape,
+        address,
+        address,
+        handle_average_backwards_compatibility(op, average),
+        prescale_factor,
+        postscale_factor,
+        name,
+        ps=process_set_id(process_set),
+    )
     return _copy_back(target, array)
 
 
@@ -89,8 +133,16 @@ def _prepare_allreduce(tensor, average, compression, op):
     return op, sent, output, lambda: compressor.decompress(output, context)
 
 
-def grouped_allreduce_async(tensors, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
-                            postscale_factor=1.0, process_set=global_process_set):
+def grouped_allreduce_async(
+    tensors,
+    average=None,
+    name=None,
+    compression=None,
+    op=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    process_set=global_process_set,
+):
     if not isinstance(tensors, (list, tuple)):
         raise TypeError(f"tensors must be a list or tuple of arrays, got {type(tensors).__name__}")
     op = handle_average_backwards_compatibility(op, average)
@@ -104,22 +156,36 @@ def grouped_allreduce_async(tensors, average=None, name=None, compression=None, 
 
     scaling = Scaling(op, prescale_factor, postscale_factor)
     return DISPATCHER.grouped_allreduce(
-        [tensor_ref(array) for array in sent], [ref for _, ref in outputs], scaling, name, finish,
-        process_set_id(process_set)
+        [tensor_ref(array) for array in sent],
+        [ref for _, ref in outputs],
+        scaling,
+        name,
+        finish,
+        process_set_id(process_set),
     )
 
 
-def grouped_allreduce(tensors, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
-                      postscale_factor=1.0, process_set=global_process_set):
+def grouped_allreduce(
+    tensors,
+    average=None,
+    name=None,
+    compression=None,
+    op=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    process_set=global_process_set,
+):
     """Allreduce a list of arrays as one negotiated, fused unit; returns a list."""
-    return synchronize(grouped_allreduce_async(tensors, average, name, compression, op, prescale_factor,
-                                               postscale_factor, process_set))
+    return synchronize(
+        grouped_allreduce_async(tensors, average, name, compression, op, prescale_factor, postscale_factor, process_set)
+    )
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
     array = as_array(tensor)
-    return DISPATCHER.allgather(tensor_ref(array), name, lambda result: array_from_result(result, array.dtype),
-                                process_set_id(process_set))
+    return DISPATCHER.allgather(
+        tensor_ref(array), name, lambda result: array_from_result(result, array.dtype), process_set_id(process_set)
+    )
 
 
 def allgather(tensor, name=None, process_set=global_process_set):
@@ -132,9 +198,11 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
         raise TypeError(f"tensors must be a list or tuple of arrays, got {type(tensors).__name__}")
     arrays = [as_array(t, f"tensors[{i}]") for i, t in enumerate(tensors)]
     return DISPATCHER.grouped_allgather(
-        [tensor_ref(array) for array in arrays], name,
+        [tensor_ref(array) for array in arrays],
+        name,
         lambda results: [array_from_result(result, array.dtype) for result, array in zip(results, arrays)],
-        process_set_id(process_set))
+        process_set_id(process_set),
+    )
 
 
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
@@ -145,8 +213,9 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     array = as_array(tensor)
     output, output_ref = new_output_like(array)
-    return DISPATCHER.broadcast(tensor_ref(array), output_ref, root_rank, name, lambda result: output,
-                                process_set_id(process_set))
+    return DISPATCHER.broadcast(
+        tensor_ref(array), output_ref, root_rank, name, lambda result: output, process_set_id(process_set)
+    )
 
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
@@ -175,39 +244,48 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     return synchronize(alltoall_async(tensor, splits, name, process_set))
 
 
-def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
-                        process_set=global_process_set):
+def reducescatter_async(
+    tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set
+):
     array = as_array(tensor)
     scaling = Scaling(op, prescale_factor, postscale_factor)
     return DISPATCHER.reducescatter(
-        tensor_ref(array), scaling, name, lambda result: array_from_result(result, array.dtype),
-        process_set_id(process_set)
+        tensor_ref(array),
+        scaling,
+        name,
+        lambda result: array_from_result(result, array.dtype),
+        process_set_id(process_set),
     )
 
 
-def reducescatter(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
-                  process_set=global_process_set):
+def reducescatter(
+    tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set
+):
     """Reduce across ranks and return this rank's share of the first dimension
     (the first `rows % size` ranks get one extra row)."""
     return synchronize(reducescatter_async(tensor, name, op, prescale_factor, postscale_factor, process_set))
 
 
-def grouped_reducescatter_async(tensors, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
-                                process_set=global_process_set):
+def grouped_reducescatter_async(
+    tensors, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set
+):
     if not isinstance(tensors, (list, tuple)):
         raise TypeError(f"tensors must be a list or tuple of arrays, got {type(tensors).__name__}")
     arrays = [as_array(t, f"tensors[{i}]") for i, t in enumerate(tensors)]
     return DISPATCHER.grouped_reducescatter(
-        [tensor_ref(array) for array in arrays], Scaling(op, prescale_factor, postscale_factor), name,
+        [tensor_ref(array) for array in arrays],
+        Scaling(op, prescale_factor, postscale_factor),
+        name,
         lambda results: [array_from_result(result, array.dtype) for result, array in zip(results, arrays)],
-        process_set_id(process_set))
+        process_set_id(process_set),
+    )
 
 
-def grouped_reducescatter(tensors, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
-                          process_set=global_process_set):
+def grouped_reducescatter(
+    tensors, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set
+):
     """Reducescatter a list of arrays as one negotiated unit; returns a list of shares."""
-    return synchronize(grouped_reducescatter_async(tensors, name, op, prescale_factor, postscale_factor,
-                                                   process_set))
+    return synchronize(grouped_reducescatter_async(tensors, name, op, prescale_factor, postscale_factor, process_set))
 
 
 def poll(handle):

@@ -44,7 +44,7 @@ LOCKSTEP_FRAMES = ("lockstep.",)
 
 
 def call_site(skip=LOCKSTEP_FRAMES, skip_generated=False):
-    """"file.py:line" of the innermost caller whose module name starts with none of
+    """ "file.py:line" of the innermost caller whose module name starts with none of
     `skip` (and, with skip_generated, whose code is not generated, "<string>" etc.)."""
     frame = sys._getframe(1)
     while frame is not None:

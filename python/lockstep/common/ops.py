@@ -85,7 +85,8 @@ def to_core_reduce_op(op, allowed=tuple(REDUCE_OP_NAMES), op_kind="this op"):
     if op not in allowed:
         names = {value: REDUCE_OP_NAMES[value] for value in allowed}
         raise UnsupportedOperationError(
-            f"{op_kind} does not support reduce op {REDUCE_OP_NAMES[op]}; use one of {_describe(names)}")
+            f"{op_kind} does not support reduce op {REDUCE_OP_NAMES[op]}; use one of {_describe(names)}"
+        )
     return _CORE_REDUCE_OPS[op]
 
 

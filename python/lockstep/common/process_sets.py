@@ -108,7 +108,8 @@ def process_set_id(process_set):
         raise TypeError(f"process_set must be a ProcessSet, got {type(process_set).__name__}")
     if process_set.process_set_id is None:
         raise ValueError(
-            f"{process_set} is not registered: pass it to hvd.init(process_sets=[...]) or hvd.add_process_set()")
+            f"{process_set} is not registered: pass it to hvd.init(process_sets=[...]) or hvd.add_process_set()"
+        )
     return process_set.process_set_id
 
 

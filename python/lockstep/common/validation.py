@@ -49,8 +49,10 @@ def check_compressor(compression):
     if compression is None:
         return None
     if not (callable(getattr(compression, "compress", None)) and callable(getattr(compression, "decompress", None))):
-        raise TypeError(f"compression must be a compressor such as Compression.fp16 (with compress() and "
-                        f"decompress()), got {type(compression).__name__}")
+        raise TypeError(
+            f"compression must be a compressor such as Compression.fp16 (with compress() and "
+            f"decompress()), got {type(compression).__name__}"
+        )
     return compression
 
 

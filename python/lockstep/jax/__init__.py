@@ -1,9 +1,9 @@
 """lockstep for JAX: Horovod's API on jax.Arrays, eagerly and inside jax.jit.
 
-    import lockstep.jax as hvd
-    hvd.init()
-    grads = hvd.grouped_allreduce(grads)        # works inside jax.jit too
-    tx = hvd.DistributedOptimizer(optax.adam(1e-3))
+import lockstep.jax as hvd
+hvd.init()
+grads = hvd.grouped_allreduce(grads)        # works inside jax.jit too
+tx = hvd.DistributedOptimizer(optax.adam(1e-3))
 """
 
 from lockstep.common.api import *  # noqa: F401,F403 (the shared public names)

@@ -34,8 +34,22 @@ _NAMER = TraceNamer(skip=LOCKSTEP_FRAMES + ("jax.", "jaxlib."))
 _NO_SPLITS = np.zeros(0, np.int64)
 
 
-def call(op_type, kind, inputs, out_types, name, reduce_op=Average, prescale=1.0, postscale=1.0,
-         root_rank=0, splits=_NO_SPLITS, allowed_ops=None, set_id=0, elementwise=False, in_place=False):
+def call(
+    op_type,
+    kind,
+    inputs,
+    out_types,
+    name,
+    reduce_op=Average,
+    prescale=1.0,
+    postscale=1.0,
+    root_rank=0,
+    splits=_NO_SPLITS,
+    allowed_ops=None,
+    set_id=0,
+    elementwise=False,
+    in_place=False,
+):
     """Bind one custom call over `inputs` (a list) producing `out_types` (a list of
     jax.ShapeDtypeStruct); returns the list of outputs. in_place: output i is input
     i's buffer (XLA copies an input that is still needed elsewhere), so the core
@@ -57,8 +71,9 @@ def call(op_type, kind, inputs, out_types, name, reduce_op=Average, prescale=1.0
     )
     vmap_method = "broadcast_all" if elementwise else None
     aliases = {i: i for i in range(len(inputs))} if in_place else None
-    run = jax.ffi.ffi_call(target, list(out_types), has_side_effect=True, vmap_method=vmap_method,
-                           input_output_aliases=aliases)
+    run = jax.ffi.ffi_call(
+        target, list(out_types), has_side_effect=True, vmap_method=vmap_method, input_output_aliases=aliases
+    )
     return list(run(*inputs, **attributes))
 
 
@@ -146,7 +161,9 @@ def alltoall_layout(x, splits, received_splits, set_id=0):
     try:
         splits = np.asarray(splits)
     except jax.errors.TracerArrayConversionError:
-        raise ValueError("alltoall inside jax.jit needs concrete splits (a list or numpy array), not a traced array") from None
+        raise ValueError(
+            "alltoall inside jax.jit needs concrete splits (a list or numpy array), not a traced array"
+        ) from None
     counts = validation.check_splits(splits, n, rows)
     if received_splits is None:
         raise ValueError(

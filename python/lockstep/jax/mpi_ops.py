@@ -14,8 +14,15 @@ import numpy as np
 
 from lockstep.common import basics, validation
 from lockstep.common import host_ops as _host
-from lockstep.common.ops import ALLREDUCE_OPS, LINEAR_OPS, REDUCESCATTER_OPS, Adasum, Average, Sum
-from lockstep.common.ops import handle_average_backwards_compatibility
+from lockstep.common.ops import (
+    ALLREDUCE_OPS,
+    LINEAR_OPS,
+    REDUCESCATTER_OPS,
+    Adasum,
+    Average,
+    Sum,
+    handle_average_backwards_compatibility,
+)
 from lockstep.common.process_sets import global_process_set, process_set_id
 from lockstep.jax import compiled_ops as compiled
 from lockstep.jax import device_arrays
@@ -34,8 +41,16 @@ def _host_array(x):
     return np.asarray(x)
 
 
-def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
-              postscale_factor=1.0, process_set=global_process_set):
+def allreduce(
+    tensor,
+    average=None,
+    name=None,
+    compression=Compression.none,
+    op=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    process_set=global_process_set,
+):
     """Reduce `tensor` over all ranks of `process_set` (Average by default).
     Differentiable for Sum and Average: the gradient is the same allreduce of the
     cotangent. `compression` (Compression.fp16 or .bf16) sends floating tensors in
@@ -44,27 +59,46 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     compression = _compressor(compression)
     tensor, context = compression.compress(jnp.asarray(tensor))
     return compression.decompress(
-        _allreduce_one(tensor, name, op, prescale_factor, postscale_factor, process_set), context)
+        _allreduce_one(tensor, name, op, prescale_factor, postscale_factor, process_set), context
+    )
 
 
 def _compressor(compression):
     if compression is None:
         return Compression.none
     if not (hasattr(compression, "compress") and hasattr(compression, "decompress")):
-        raise TypeError(f"compression must be a lockstep.jax Compression choice (none, fp16, bf16) or have "
-                        f"compress/decompress, got {compression!r}")
+        raise TypeError(
+            f"compression must be a lockstep.jax Compression choice (none, fp16, bf16) or have "
+            f"compress/decompress, got {compression!r}"
+        )
     return compression
 
 
 def _allreduce_one(tensor, name, op, prescale_factor, postscale_factor, process_set):
     if not _is_traced(tensor):
-        return jnp.asarray(_host.allreduce(_host_array(tensor), name=name, op=op, prescale_factor=prescale_factor,
-                                           postscale_factor=postscale_factor, process_set=process_set))
+        return jnp.asarray(
+            _host.allreduce(
+                _host_array(tensor),
+                name=name,
+                op=op,
+                prescale_factor=prescale_factor,
+                postscale_factor=postscale_factor,
+                process_set=process_set,
+            )
+        )
     return _grouped_traced([tensor], name, op, prescale_factor, postscale_factor, process_set_id(process_set))[0]
 
 
-def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
-                      postscale_factor=1.0, process_set=global_process_set):
+def grouped_allreduce(
+    tensors,
+    average=None,
+    name=None,
+    compression=Compression.none,
+    op=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    process_set=global_process_set,
+):
     """Allreduce every leaf of a pytree (a list of arrays, a dict of parameters...) as
     one group, which the core negotiates together and fuses; returns the same pytree."""
     op = handle_average_backwards_compatibility(op, average)
@@ -81,20 +115,30 @@ def reduce_pytree(tensors, name, compression, op, prescale_factor, postscale_fac
     compressed = [compression.compress(jnp.asarray(leaf)) for leaf in leaves]
     sent = [leaf for leaf, _ in compressed]
     if _is_traced(*sent):
-        reduced = _grouped_traced(sent, name, op, prescale_factor, postscale_factor, process_set_id(process_set),
-                                  in_place)
+        reduced = _grouped_traced(
+            sent, name, op, prescale_factor, postscale_factor, process_set_id(process_set), in_place
+        )
     else:
-        reduced = [jnp.asarray(r) for r in _host.grouped_allreduce(
-            [_host_array(leaf) for leaf in sent], name=name, op=op, prescale_factor=prescale_factor,
-            postscale_factor=postscale_factor, process_set=process_set)]
+        reduced = [
+            jnp.asarray(r)
+            for r in _host.grouped_allreduce(
+                [_host_array(leaf) for leaf in sent],
+                name=name,
+                op=op,
+                prescale_factor=prescale_factor,
+                postscale_factor=postscale_factor,
+                process_set=process_set,
+            )
+        ]
     restored = [compression.decompress(r, context) for r, (_, context) in zip(reduced, compressed)]
     return jax.tree_util.tree_unflatten(tree, restored)
 
 
 def _grouped_traced(leaves, name, op, prescale, postscale, set_id, in_place=False):
     if op in _DIFFERENTIABLE_OPS and all(jnp.issubdtype(leaf.dtype, jnp.inexact) for leaf in leaves):
-        return list(_differentiable_allreduce(op, float(prescale), float(postscale), name, set_id, in_place,
-                                              tuple(leaves)))
+        return list(
+            _differentiable_allreduce(op, float(prescale), float(postscale), name, set_id, in_place, tuple(leaves))
+        )
     return _allreduce_call(leaves, name, op, prescale, postscale, set_id, in_place)
 
 
@@ -114,9 +158,20 @@ def _allreduce_call(leaves, name, op, prescale, postscale, set_id, in_place=Fals
 
 
 def _reduction(leaves, name, op, prescale, postscale, set_id, in_place):
-    return compiled.call(compiled.OP.ALLREDUCE, "allreduce", leaves, [compiled.same_shape(x) for x in leaves],
-                         name, reduce_op=op, prescale=prescale, postscale=postscale, allowed_ops=_ALLREDUCE_OPS,
-                         set_id=set_id, elementwise=True, in_place=in_place)
+    return compiled.call(
+        compiled.OP.ALLREDUCE,
+        "allreduce",
+        leaves,
+        [compiled.same_shape(x) for x in leaves],
+        name,
+        reduce_op=op,
+        prescale=prescale,
+        postscale=postscale,
+        allowed_ops=_ALLREDUCE_OPS,
+        set_id=set_id,
+        elementwise=True,
+        in_place=in_place,
+    )
 
 
 def _scaled(x, factor):
@@ -162,8 +217,9 @@ def allgather(tensor, name=None, sizes=None, process_set=global_process_set):
 
     def gather(x):
         rows = compiled.allgather_rows(x, sizes, set_id)
-        return compiled.call(compiled.OP.ALLGATHER, "allgather", [x], [compiled.with_rows(x, rows)], name,
-                             set_id=set_id)[0]
+        return compiled.call(
+            compiled.OP.ALLGATHER, "allgather", [x], [compiled.with_rows(x, rows)], name, set_id=set_id
+        )[0]
 
     return compiled.rows_vmappable(gather, (True,))(tensor)
 
@@ -182,8 +238,16 @@ def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     if not _is_traced(tensor):
         return jnp.asarray(_host.broadcast(_host_array(tensor), root_rank, name=name, process_set=process_set))
     root_rank = validation.check_root_rank(root_rank, basics.size())
-    return compiled.call(compiled.OP.BROADCAST, "broadcast", [tensor], [compiled.same_shape(tensor)], name,
-                         root_rank=root_rank, set_id=process_set_id(process_set), elementwise=True)[0]
+    return compiled.call(
+        compiled.OP.BROADCAST,
+        "broadcast",
+        [tensor],
+        [compiled.same_shape(tensor)],
+        name,
+        root_rank=root_rank,
+        set_id=process_set_id(process_set),
+        elementwise=True,
+    )[0]
 
 
 def grouped_broadcast(tensors, root_rank, name=None, process_set=global_process_set):
@@ -191,8 +255,16 @@ def grouped_broadcast(tensors, root_rank, name=None, process_set=global_process_
     root_rank = validation.check_root_rank(root_rank, basics.size())
     dtypes = [x.dtype for x in tensors]
     sent = [jax.lax.bitcast_convert_type(x, _AS_SIGNED[x.dtype]) if x.dtype in _AS_SIGNED else x for x in tensors]
-    received = compiled.call(compiled.OP.BROADCAST, "broadcast", sent, [compiled.same_shape(x) for x in sent], name,
-                             root_rank=root_rank, set_id=process_set_id(process_set), elementwise=True)
+    received = compiled.call(
+        compiled.OP.BROADCAST,
+        "broadcast",
+        sent,
+        [compiled.same_shape(x) for x in sent],
+        name,
+        root_rank=root_rank,
+        set_id=process_set_id(process_set),
+        elementwise=True,
+    )
     return [jax.lax.bitcast_convert_type(r, d) if d in _AS_SIGNED else r for r, d in zip(received, dtypes)]
 
 
@@ -203,8 +275,12 @@ def alltoall(tensor, splits=None, name=None, received_splits=None, process_set=g
     given (the result's shape is fixed when tracing)."""
     tensor = jnp.asarray(tensor)
     if not _is_traced(tensor):
-        result = _host.alltoall(_host_array(tensor), splits=None if splits is None else np.asarray(splits), name=name,
-                                process_set=process_set)
+        result = _host.alltoall(
+            _host_array(tensor),
+            splits=None if splits is None else np.asarray(splits),
+            name=name,
+            process_set=process_set,
+        )
         if splits is None:
             return jnp.asarray(result)
         return jnp.asarray(result[0]), jnp.asarray(result[1])
@@ -228,28 +304,52 @@ def _alltoall_call(tensor, sent, out_types, name, set_id, set_size):
     if len(out_types) == 2 and out_types[1].dtype != jnp.int64:
         # The handler writes int64 splits; without x64 JAX has no int64 arrays, so the
         # splits come back in two int32 words each and are recombined here.
-        raw = compiled.call(compiled.OP.ALLTOALL, "alltoall", [tensor],
-                            [out_types[0], jax.ShapeDtypeStruct((set_size, 2), jnp.int32)], name, splits=sent,
-                            set_id=set_id)
+        raw = compiled.call(
+            compiled.OP.ALLTOALL,
+            "alltoall",
+            [tensor],
+            [out_types[0], jax.ShapeDtypeStruct((set_size, 2), jnp.int32)],
+            name,
+            splits=sent,
+            set_id=set_id,
+        )
         return raw[0], raw[1][:, 0]  # little-endian low words; row counts fit in 31 bits
     return compiled.call(compiled.OP.ALLTOALL, "alltoall", [tensor], out_types, name, splits=sent, set_id=set_id)
 
 
-def reducescatter(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
-                  process_set=global_process_set):
+def reducescatter(
+    tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set
+):
     """Reduce `tensor` over all ranks and give rank r the r-th block of rows (the first
     ranks get one extra row when the rows do not divide evenly)."""
     tensor = jnp.asarray(tensor)
     if not _is_traced(tensor):
-        return jnp.asarray(_host.reducescatter(_host_array(tensor), name=name, op=op, prescale_factor=prescale_factor,
-                                               postscale_factor=postscale_factor, process_set=process_set))
+        return jnp.asarray(
+            _host.reducescatter(
+                _host_array(tensor),
+                name=name,
+                op=op,
+                prescale_factor=prescale_factor,
+                postscale_factor=postscale_factor,
+                process_set=process_set,
+            )
+        )
     set_id = process_set_id(process_set)
 
     def scatter(x):
         rows = compiled.reducescatter_rows(x, set_id)
-        return compiled.call(compiled.OP.REDUCESCATTER, "reducescatter", [x], [compiled.with_rows(x, rows)],
-                             name, reduce_op=op, prescale=prescale_factor, postscale=postscale_factor,
-                             allowed_ops=REDUCESCATTER_OPS, set_id=set_id)[0]
+        return compiled.call(
+            compiled.OP.REDUCESCATTER,
+            "reducescatter",
+            [x],
+            [compiled.with_rows(x, rows)],
+            name,
+            reduce_op=op,
+            prescale=prescale_factor,
+            postscale=postscale_factor,
+            allowed_ops=REDUCESCATTER_OPS,
+            set_id=set_id,
+        )[0]
 
     return compiled.rows_vmappable(scatter, (True,))(tensor)
 

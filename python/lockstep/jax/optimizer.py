@@ -24,9 +24,16 @@ class AccumulationState(NamedTuple):
     passes: jax.Array  # backward passes accumulated so far (int32 scalar)
 
 
-def DistributedOptimizer(optimizer, backward_passes_per_step=1, gradient_predivide_factor=1.0, op=Average,
-                         name=None, compression=Compression.none, process_set=global_process_set,
-                         bucket_bytes=None):
+def DistributedOptimizer(
+    optimizer,
+    backward_passes_per_step=1,
+    gradient_predivide_factor=1.0,
+    op=Average,
+    name=None,
+    compression=Compression.none,
+    process_set=global_process_set,
+    bucket_bytes=None,
+):
     """Wrap an optax GradientTransformation so that `update` first reduces the
     gradient pytree across ranks, then applies `optimizer`. Works eagerly and
     inside jax.jit.
@@ -61,18 +68,26 @@ def DistributedOptimizer(optimizer, backward_passes_per_step=1, gradient_predivi
         leaves, tree = jax.tree_util.tree_flatten(grads)
         buckets = _buckets(leaves, bucket_bytes)
         if len(buckets) <= 1:
-            return mpi_ops.reduce_pytree(grads, base, compression, op, prescale, postscale, process_set,
-                                         in_place=True)
+            return mpi_ops.reduce_pytree(grads, base, compression, op, prescale, postscale, process_set, in_place=True)
         reduced = [None] * len(leaves)
         for number, bucket in enumerate(buckets):
             bucket_name = None if base is None else f"{base}.bucket{number}"
-            results = mpi_ops.reduce_pytree([leaves[i] for i in bucket], bucket_name, compression, op, prescale,
-                                            postscale, process_set, in_place=True)
+            results = mpi_ops.reduce_pytree(
+                [leaves[i] for i in bucket],
+                bucket_name,
+                compression,
+                op,
+                prescale,
+                postscale,
+                process_set,
+                in_place=True,
+            )
             for i, result in zip(bucket, results):
                 reduced[i] = result
         return jax.tree_util.tree_unflatten(tree, reduced)
 
     if passes == 1:
+
         def update(grads, state, params=None):
             return optimizer.update(reduce(grads), state, params)
 
@@ -99,8 +114,7 @@ def _buckets(leaves, bucket_bytes):
 
 def _accumulating(optimizer, passes, reduce):
     def init(params):
-        return AccumulationState(optimizer.init(params), jax.tree.map(jnp.zeros_like, params),
-                                 jnp.zeros([], jnp.int32))
+        return AccumulationState(optimizer.init(params), jax.tree.map(jnp.zeros_like, params), jnp.zeros([], jnp.int32))
 
     def update(grads, state, params=None):
         accumulated = jax.tree.map(jnp.add, state.accumulated, grads)
@@ -110,8 +124,9 @@ def _accumulating(optimizer, passes, reduce):
         # `apply` runs on all ranks or on none.
         def apply(_):
             updates, inner = optimizer.update(reduce(accumulated), state.inner, params)
-            return updates, AccumulationState(inner, jax.tree.map(jnp.zeros_like, accumulated),
-                                              jnp.zeros([], jnp.int32))
+            return updates, AccumulationState(
+                inner, jax.tree.map(jnp.zeros_like, accumulated), jnp.zeros([], jnp.int32)
+            )
 
         def skip(_):
             return jax.tree.map(jnp.zeros_like, grads), AccumulationState(state.inner, accumulated, count)
@@ -133,8 +148,10 @@ def broadcast_parameters(params, root_rank=0, name=None, process_set=global_proc
         received = mpi_ops.grouped_broadcast(leaves, root_rank, name=name, process_set=process_set)
     else:
         base = None if name is None else validation.check_name(name)
-        received = [mpi_ops.broadcast(leaf, root_rank, name=None if base is None else f"{base}.{i}",
-                                      process_set=process_set) for i, leaf in enumerate(leaves)]
+        received = [
+            mpi_ops.broadcast(leaf, root_rank, name=None if base is None else f"{base}.{i}", process_set=process_set)
+            for i, leaf in enumerate(leaves)
+        ]
     return jax.tree_util.tree_unflatten(tree, received)
 
 

@@ -15,13 +15,13 @@ resume with load_model plus BroadcastGlobalVariablesCallback.
 """
 
 from lockstep.common.api import *  # noqa: F401,F403 (the shared public names)
+from lockstep.common.host_ops import allgather_object, broadcast_object
+from lockstep.keras import elastic  # noqa: F401 (hvd.elastic, as in Horovod)
 from lockstep.keras.backup import BroadcastInitialEpochCallback
 from lockstep.keras.callbacks import BroadcastGlobalVariablesCallback, MetricAverageCallback
 from lockstep.keras.collectives import allgather, allreduce, broadcast
-from lockstep.keras import elastic  # noqa: F401 (hvd.elastic, as in Horovod)
 from lockstep.keras.compression import Compression
 from lockstep.keras.learning_rate import LearningRateScheduleCallback, LearningRateWarmupCallback
 from lockstep.keras.optimizer import DistributedOptimizer
 from lockstep.keras.saving import load_model
 from lockstep.keras.variables import broadcast_variables
-from lockstep.common.host_ops import allgather_object, broadcast_object

@@ -20,8 +20,10 @@ from lockstep.keras import keras_line
 def keras3_accumulation_config(config, passes):
     """The optimizer config with Keras' accumulation over `passes` batches."""
     if config.get("gradient_accumulation_steps"):
-        raise ValueError(f"the optimizer already accumulates gradients (gradient_accumulation_steps="
-                         f"{config['gradient_accumulation_steps']}); use that or backward_passes_per_step, not both")
+        raise ValueError(
+            f"the optimizer already accumulates gradients (gradient_accumulation_steps="
+            f"{config['gradient_accumulation_steps']}); use that or backward_passes_per_step, not both"
+        )
     return {**config, "gradient_accumulation_steps": passes}
 
 
@@ -85,10 +87,14 @@ class Keras2Aggregation:
 
         with tf.init_scope():  # once, eagerly, even when first called inside a tf.function
             self.counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="lockstep_aggregation_counter")
-            self.sums = [None if grad is None else
-                         tf.Variable(tf.zeros(variable.shape, grad.dtype), trainable=False,
-                                     name="lockstep_aggregated_gradient")
-                         for grad, variable in zip(grads, variables)]
+            self.sums = [
+                None
+                if grad is None
+                else tf.Variable(
+                    tf.zeros(variable.shape, grad.dtype), trainable=False, name="lockstep_aggregated_gradient"
+                )
+                for grad, variable in zip(grads, variables)
+            ]
 
     def _restart(self):
         import tensorflow as tf

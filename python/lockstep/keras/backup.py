@@ -26,5 +26,6 @@ class BroadcastInitialEpochCallback(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         root_rank = validation.check_root_rank(self.root_rank, basics.size())
         restored = getattr(self.model, "_initial_epoch", None) if basics.rank() == root_rank else None
-        self.model._initial_epoch = broadcast_object(restored, root_rank=root_rank,
-                                                     name="BroadcastInitialEpochCallback")
+        self.model._initial_epoch = broadcast_object(
+            restored, root_rank=root_rank, name="BroadcastInitialEpochCallback"
+        )

@@ -15,8 +15,9 @@ from lockstep.keras.keras_line import to_numpy, to_tensor
 def allreduce(value, name=None, average=None, prescale_factor=1.0, postscale_factor=1.0, op=None):
     """Reduce `value` over ranks (Average by default)."""
     op = handle_average_backwards_compatibility(op, average)
-    reduced = host_ops.allreduce(_host(value), name=name, op=op, prescale_factor=prescale_factor,
-                                  postscale_factor=postscale_factor)
+    reduced = host_ops.allreduce(
+        _host(value), name=name, op=op, prescale_factor=prescale_factor, postscale_factor=postscale_factor
+    )
     return to_tensor(reduced)
 
 

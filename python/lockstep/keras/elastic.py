@@ -18,8 +18,8 @@ import numpy as np
 
 from lockstep.common import basics
 from lockstep.common.elastic import HorovodInternalError, HostsUpdatedInterrupt, ObjectState, State, run_fn
-from lockstep.keras.variables import broadcast_variables
 from lockstep.common.host_ops import allgather_object, broadcast_object
+from lockstep.keras.variables import broadcast_variables
 
 
 def run(func):
@@ -128,5 +128,14 @@ class UpdateEpochStateCallback(keras.callbacks.Callback):
         self.state.epoch = self.initial_epoch + epoch + 1
 
 
-__all__ = ["CommitStateCallback", "HorovodInternalError", "HostsUpdatedInterrupt", "KerasState", "ObjectState",
-           "State", "UpdateBatchStateCallback", "UpdateEpochStateCallback", "run"]
+__all__ = [
+    "CommitStateCallback",
+    "HorovodInternalError",
+    "HostsUpdatedInterrupt",
+    "KerasState",
+    "ObjectState",
+    "State",
+    "UpdateBatchStateCallback",
+    "UpdateEpochStateCallback",
+    "run",
+]

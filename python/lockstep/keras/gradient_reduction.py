@@ -22,8 +22,9 @@ def make_gradient_reducer(compression, sparse_as_dense, op, gradient_predivide_f
         from lockstep.tensorflow.compression import Compression as TensorflowCompression
         from lockstep.tensorflow.gradient_reduction import GradientReducer
 
-        return GradientReducer(resolve(compression, TensorflowCompression), sparse_as_dense, op,
-                               gradient_predivide_factor, process_set)
+        return GradientReducer(
+            resolve(compression, TensorflowCompression), sparse_as_dense, op, gradient_predivide_factor, process_set
+        )
     process_set = global_process_set if process_set is None else process_set
     if backend == "torch":
         return TorchGradientReducer(compression, op, gradient_predivide_factor, process_set)
@@ -62,9 +63,14 @@ class TorchGradientReducer:
         return reduced
 
     def _allreduce(self, tensors):
-        return self._frontend.grouped_allreduce(tensors, compression=self.compression, op=self.op,
-                                                prescale_factor=self.prescale, postscale_factor=self.postscale,
-                                                process_set=self.process_set)
+        return self._frontend.grouped_allreduce(
+            tensors,
+            compression=self.compression,
+            op=self.op,
+            prescale_factor=self.prescale,
+            postscale_factor=self.postscale,
+            process_set=self.process_set,
+        )
 
 
 class JaxGradientReducer(TorchGradientReducer):
@@ -81,5 +87,6 @@ class JaxGradientReducer(TorchGradientReducer):
         from lockstep.jax import mpi_ops
 
         # Inside the jitted step the gradients are dead once reduced: reduce in their buffers.
-        return mpi_ops.reduce_pytree(tensors, None, self.compression, self.op, self.prescale, self.postscale,
-                                     self.process_set, in_place=True)
+        return mpi_ops.reduce_pytree(
+            tensors, None, self.compression, self.op, self.prescale, self.postscale, self.process_set, in_place=True
+        )

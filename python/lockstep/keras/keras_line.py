@@ -28,9 +28,11 @@ def _load():
         try:
             import tf_keras  # noqa: F401 - fails early, naming the package, when it is missing
         except ImportError as error:
-            raise ImportError("TF_USE_LEGACY_KERAS is set, so lockstep.keras uses Keras 2 from the tf-keras "
-                              "package, which is not installed: pip install tf-keras (the version matching "
-                              "TensorFlow's)") from error
+            raise ImportError(
+                "TF_USE_LEGACY_KERAS is set, so lockstep.keras uses Keras 2 from the tf-keras "
+                "package, which is not installed: pip install tf-keras (the version matching "
+                "TensorFlow's)"
+            ) from error
         import tensorflow as tf
 
         return tf.keras, True
@@ -94,6 +96,5 @@ def build_optimizer(optimizer, trainable_variables):
 
 def load_model(filepath, custom_objects, compile, safe_mode):  # noqa: A002 - Keras' argument name
     if LEGACY:
-        return keras.models.load_model(filepath, custom_objects=custom_objects, compile=compile,
-                                       safe_mode=safe_mode)
+        return keras.models.load_model(filepath, custom_objects=custom_objects, compile=compile, safe_mode=safe_mode)
     return keras.saving.load_model(filepath, custom_objects=custom_objects, compile=compile, safe_mode=safe_mode)

@@ -23,8 +23,16 @@ class LearningRateScheduleCallback(keras.callbacks.Callback):
     the optimizer's rate when training starts. Epoch logs get an "lr" entry.
     """
 
-    def __init__(self, initial_lr, multiplier, start_epoch=0, end_epoch=None, staircase=True,
-                 momentum_correction=True, steps_per_epoch=None):
+    def __init__(
+        self,
+        initial_lr,
+        multiplier,
+        start_epoch=0,
+        end_epoch=None,
+        staircase=True,
+        momentum_correction=True,
+        steps_per_epoch=None,
+    ):
         super().__init__()
         self.initial_lr = initial_lr
         self.start_epoch = start_epoch
@@ -99,9 +107,11 @@ class LearningRateScheduleCallback(keras.callbacks.Callback):
     def _warn_momentum_fixed(self):
         if not self._warned_momentum:
             self._warned_momentum = True
-            warnings.warn("momentum_correction is skipped: the compiled TensorFlow train step reads the "
-                          "optimizer's momentum once; pass momentum_correction=False to silence this",
-                          stacklevel=2)
+            warnings.warn(
+                "momentum_correction is skipped: the compiled TensorFlow train step reads the "
+                "optimizer's momentum once; pass momentum_correction=False to silence this",
+                stacklevel=2,
+            )
 
 
 class LearningRateWarmupCallback(LearningRateScheduleCallback):
@@ -111,9 +121,15 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
     """
 
     def __init__(self, initial_lr, warmup_epochs=5, momentum_correction=True, steps_per_epoch=None, verbose=0):
-        super().__init__(initial_lr, self._warmup_multiplier, start_epoch=0, end_epoch=warmup_epochs,
-                         staircase=False, momentum_correction=momentum_correction,
-                         steps_per_epoch=steps_per_epoch)
+        super().__init__(
+            initial_lr,
+            self._warmup_multiplier,
+            start_epoch=0,
+            end_epoch=warmup_epochs,
+            staircase=False,
+            momentum_correction=momentum_correction,
+            steps_per_epoch=steps_per_epoch,
+        )
         self.warmup_epochs = warmup_epochs
         self.verbose = verbose
 

@@ -35,14 +35,27 @@ class Settings:
     average_aggregated_gradients: bool = False
 
     def make_reducer(self):
-        return make_gradient_reducer(self.compression, self.sparse_as_dense, self.op,
-                                     self.gradient_predivide_factor, self.process_set)
+        return make_gradient_reducer(
+            self.compression, self.sparse_as_dense, self.op, self.gradient_predivide_factor, self.process_set
+        )
 
 
-def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="", compression=Compression.none,
-                         sparse_as_dense=False, gradient_predivide_factor=1.0, op=Average,
-                         backward_passes_per_step=1, average_aggregated_gradients=False, num_groups=0, groups=None,
-                         process_set=None, scale_local_gradients=True):
+def DistributedOptimizer(
+    optimizer,
+    name=None,
+    device_dense="",
+    device_sparse="",
+    compression=Compression.none,
+    sparse_as_dense=False,
+    gradient_predivide_factor=1.0,
+    op=Average,
+    backward_passes_per_step=1,
+    average_aggregated_gradients=False,
+    num_groups=0,
+    groups=None,
+    process_set=None,
+    scale_local_gradients=True,
+):
     """A new optimizer like `optimizer` (same class and config) whose updates use
     gradients averaged (op=Average) or summed (op=Sum) over all ranks. Horovod's
     arguments, in Horovod's order.
@@ -64,8 +77,15 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     passes = as_int(backward_passes_per_step, "backward_passes_per_step")
     if passes < 1:
         raise ValueError(f"backward_passes_per_step must be > 0, got {passes}")
-    settings = Settings(compression, sparse_as_dense, op, gradient_predivide_factor, process_set, passes,
-                        bool(average_aggregated_gradients))
+    settings = Settings(
+        compression,
+        sparse_as_dense,
+        op,
+        gradient_predivide_factor,
+        process_set,
+        passes,
+        bool(average_aggregated_gradients),
+    )
     reducer = settings.make_reducer()  # checks op, compression and the set now, not at the first step
     config = optimizer.get_config()
     if name is not None:
@@ -77,8 +97,9 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     return wrapped
 
 
-def rewrap_in_place(optimizer, compression=Compression.none, sparse_as_dense=False,
-                    gradient_predivide_factor=1.0, op=Average):
+def rewrap_in_place(
+    optimizer, compression=Compression.none, sparse_as_dense=False, gradient_predivide_factor=1.0, op=Average
+):
     """Turn an existing optimizer (e.g. one just loaded with its state) into a
     distributed one without recreating it, so its variables and step count stay."""
     settings = Settings(compression, sparse_as_dense, op, gradient_predivide_factor)
@@ -100,13 +121,17 @@ def is_distributed(optimizer):
 def distributed_class(base, settings):
     """A subclass of `base` reducing gradients with `settings`, named like `base`."""
     mixin = _Keras2Distributed if keras_line.LEGACY else _Keras3Distributed
-    cls = type(base.__name__, (mixin, base), {
-        "_lockstep_settings": settings,
-        "_lockstep_base": base,
-        "__module__": base.__module__,  # serialized configs name the class: keep the original's
-        "__qualname__": base.__qualname__,
-        "__doc__": f"{base.__name__} with gradients averaged over lockstep ranks.",
-    })
+    cls = type(
+        base.__name__,
+        (mixin, base),
+        {
+            "_lockstep_settings": settings,
+            "_lockstep_base": base,
+            "__module__": base.__module__,  # serialized configs name the class: keep the original's
+            "__qualname__": base.__qualname__,
+            "__doc__": f"{base.__name__} with gradients averaged over lockstep ranks.",
+        },
+    )
     return cls
 
 
@@ -149,8 +174,13 @@ class _Keras2Distributed(_ReducerOwner):
             aggregation = Keras2Aggregation(settings.backward_passes_per_step, settings.average_aggregated_gradients)
             self._lockstep_aggregation = aggregation
         apply = super().apply_gradients
-        return aggregation.apply(self, grads, variables, self._lockstep_reducer(),
-                                 lambda reduced: apply(list(zip(reduced, variables)), *args, **kwargs))
+        return aggregation.apply(
+            self,
+            grads,
+            variables,
+            self._lockstep_reducer(),
+            lambda reduced: apply(list(zip(reduced, variables)), *args, **kwargs),
+        )
 
 
 def _check_optimizer(optimizer):
@@ -159,8 +189,10 @@ def _check_optimizer(optimizer):
         if keras_line.LEGACY:
             what = "a tf.keras optimizer (tf.keras.optimizers.Optimizer or tf.keras.optimizers.legacy.Optimizer)"
         elif type(optimizer).__module__.startswith("tf_keras"):
-            what += " (this is a Keras 2 optimizer from tf-keras: set TF_USE_LEGACY_KERAS=1 before importing " \
-                    "TensorFlow to use Keras 2 with lockstep.keras)"
+            what += (
+                " (this is a Keras 2 optimizer from tf-keras: set TF_USE_LEGACY_KERAS=1 before importing "
+                "TensorFlow to use Keras 2 with lockstep.keras)"
+            )
         raise TypeError(f"optimizer must be {what}, got {type(optimizer).__name__}")
     if is_distributed(optimizer):
         raise ValueError("this optimizer is already a lockstep DistributedOptimizer; wrap the original once")

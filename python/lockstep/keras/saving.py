@@ -6,8 +6,17 @@ from lockstep.keras.compression import Compression
 from lockstep.keras.optimizer import rewrap_in_place
 
 
-def load_model(filepath, custom_optimizers=None, custom_objects=None, compression=Compression.none,
-               sparse_as_dense=False, gradient_predivide_factor=1.0, op=Average, compile=True, safe_mode=True):
+def load_model(
+    filepath,
+    custom_optimizers=None,
+    custom_objects=None,
+    compression=Compression.none,
+    sparse_as_dense=False,
+    gradient_predivide_factor=1.0,
+    op=Average,
+    compile=True,
+    safe_mode=True,
+):
     """keras.saving.load_model, then make the restored optimizer distributed.
 
     The optimizer keeps the state restored from the file (slots, step count);

@@ -33,8 +33,10 @@ def _check_same_count(count, base):
     numbers of variables (e.g. different models)."""
     counts = host_ops.allgather(np.array([count], np.int64), name=f"{base}.count")
     if np.any(counts != count):
-        raise ValueError(f"broadcast_variables: ranks passed different numbers of variables {counts.tolist()} "
-                         "(rank order); every rank needs the same model and optimizer")
+        raise ValueError(
+            f"broadcast_variables: ranks passed different numbers of variables {counts.tolist()} "
+            "(rank order); every rank needs the same model and optimizer"
+        )
 
 
 def _member_name(base, index):

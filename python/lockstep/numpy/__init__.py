@@ -1,8 +1,8 @@
 """lockstep for numpy arrays: Horovod's API with numpy arrays as tensors.
 
-    import lockstep.numpy as hvd
-    hvd.init()
-    total = hvd.allreduce(np.ones(3, np.float32), op=hvd.Sum)
+import lockstep.numpy as hvd
+hvd.init()
+total = hvd.allreduce(np.ones(3, np.float32), op=hvd.Sum)
 """
 
 from lockstep.common.api import *  # noqa: F401,F403 (the shared public names)

@@ -18,8 +18,8 @@ the host (lockstep.common.host_ops).
 from lockstep.common.api import *  # noqa: F401,F403 (the shared public names)
 from lockstep.common.host_ops import allgather_object, broadcast_object
 from lockstep.tensorflow import elastic  # noqa: F401 (hvd.elastic, as in Horovod)
-from lockstep.tensorflow.compression import Compression
 from lockstep.tensorflow import gradients as _gradients  # noqa: F401 (registers the ops' gradients)
+from lockstep.tensorflow.compression import Compression
 from lockstep.tensorflow.gradient_tape import DistributedGradientTape, PartialDistributedGradientTape
 from lockstep.tensorflow.mpi_ops import (
     allgather,

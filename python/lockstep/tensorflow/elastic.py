@@ -30,8 +30,10 @@ class TensorFlowState(ObjectState):
 
     def __init__(self, variables=None, session=None, **kwargs):
         if variables is None:
-            raise ValueError("TensorFlowState needs `variables` under TensorFlow 2 (eager): "
-                             "pass the list of tf.Variable objects to track")
+            raise ValueError(
+                "TensorFlowState needs `variables` under TensorFlow 2 (eager): "
+                "pass the list of tf.Variable objects to track"
+            )
         if session is not None:
             raise ValueError("TensorFlowState does not support TensorFlow 1 sessions")
         self.variables = list(variables)
@@ -69,6 +71,11 @@ class TensorFlowState(ObjectState):
 
 
 __all__ = [  # noqa: F822 (TensorFlowKerasState comes from __getattr__)
-    "HorovodInternalError", "HostsUpdatedInterrupt", "ObjectState", "State", "TensorFlowKerasState",
-    "TensorFlowState", "run",
+    "HorovodInternalError",
+    "HostsUpdatedInterrupt",
+    "ObjectState",
+    "State",
+    "TensorFlowKerasState",
+    "TensorFlowState",
+    "run",
 ]

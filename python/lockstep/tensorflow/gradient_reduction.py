@@ -18,8 +18,14 @@ class GradientReducer:
     before the sum and by size/f after it, which keeps low-precision sums in range.
     """
 
-    def __init__(self, compression=Compression.none, sparse_as_dense=False, op=Average,
-                 gradient_predivide_factor=1.0, process_set=None):
+    def __init__(
+        self,
+        compression=Compression.none,
+        sparse_as_dense=False,
+        op=Average,
+        gradient_predivide_factor=1.0,
+        process_set=None,
+    ):
         op = check_linear_op(op, "gradient reduction")
         self.prescale, self.postscale = predivided_scaling(op, gradient_predivide_factor)
         self.compression = compression
@@ -45,8 +51,14 @@ class GradientReducer:
             # low-precision sums) does not apply: a plain Average or Sum.
             self._reduce_into(reduced, sparse, op=self.op)
         if dense:
-            self._reduce_into(reduced, dense, compression=self.compression, op=self.op,
-                              prescale_factor=self.prescale, postscale_factor=self.postscale)
+            self._reduce_into(
+                reduced,
+                dense,
+                compression=self.compression,
+                op=self.op,
+                prescale_factor=self.prescale,
+                postscale_factor=self.postscale,
+            )
         return reduced
 
     def _reduce_into(self, reduced, positions, **options):

@@ -23,9 +23,19 @@ class DistributedGradientTape:
     ported scripts: lockstep reduces on the host, and always in one group.
     """
 
-    def __init__(self, gradtape, device_dense="", device_sparse="", compression=Compression.none,
-                 sparse_as_dense=False, op=Average, gradient_predivide_factor=1.0, num_groups=0, groups=None,
-                 process_set=None):
+    def __init__(
+        self,
+        gradtape,
+        device_dense="",
+        device_sparse="",
+        compression=Compression.none,
+        sparse_as_dense=False,
+        op=Average,
+        gradient_predivide_factor=1.0,
+        num_groups=0,
+        groups=None,
+        process_set=None,
+    ):
         if not isinstance(gradtape, tf.GradientTape):
             raise TypeError(f"gradtape must be a tf.GradientTape, got {type(gradtape).__name__}")
         self._tape = gradtape
@@ -36,8 +46,7 @@ class DistributedGradientTape:
         """Keep the gradient of `source` (a variable) local: it is not reduced."""
         self._local_sources.add(_source_key(source))
 
-    def gradient(self, target, sources, output_gradients=None,
-                 unconnected_gradients=tf.UnconnectedGradients.NONE):
+    def gradient(self, target, sources, output_gradients=None, unconnected_gradients=tf.UnconnectedGradients.NONE):
         gradients = self._tape.gradient(target, sources, output_gradients, unconnected_gradients)
         flat = tf.nest.flatten(gradients)
         keep_local = [_source_key(source) in self._local_sources for source in tf.nest.flatten(sources)]
@@ -55,14 +64,30 @@ class DistributedGradientTape:
         return getattr(self._tape, attribute)
 
 
-def PartialDistributedGradientTape(gradtape, device_dense="", device_sparse="", compression=Compression.none,
-                                   sparse_as_dense=False, op=Average, gradient_predivide_factor=1.0,
-                                   local_layers=None, process_set=None):
+def PartialDistributedGradientTape(
+    gradtape,
+    device_dense="",
+    device_sparse="",
+    compression=Compression.none,
+    sparse_as_dense=False,
+    op=Average,
+    gradient_predivide_factor=1.0,
+    local_layers=None,
+    process_set=None,
+):
     """A DistributedGradientTape that keeps the gradients of `local_layers`' trainable
     weights (a Keras layer or a list of them) local to each rank, e.g. for a
     per-rank head or embedding shard."""
-    tape = DistributedGradientTape(gradtape, device_dense, device_sparse, compression, sparse_as_dense, op,
-                                   gradient_predivide_factor, process_set=process_set)
+    tape = DistributedGradientTape(
+        gradtape,
+        device_dense,
+        device_sparse,
+        compression,
+        sparse_as_dense,
+        op,
+        gradient_predivide_factor,
+        process_set=process_set,
+    )
     if local_layers is None:
         local_layers = []
     elif not isinstance(local_layers, (list, tuple)):

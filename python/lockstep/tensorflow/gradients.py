@@ -50,15 +50,23 @@ def _check_differentiable(reduce_op):
 
 
 def _average(tensor, set_id):
-    return collective("Allreduce", None, lambda tensor_name: OPS.lockstep_allreduce(
-        tensor, reduce_op=Average, tensor_name=tensor_name, process_set_id=set_id))
+    return collective(
+        "Allreduce",
+        None,
+        lambda tensor_name: OPS.lockstep_allreduce(
+            tensor, reduce_op=Average, tensor_name=tensor_name, process_set_id=set_id
+        ),
+    )
 
 
 def _rows_before_this_rank(tensor, set_id):
     """(first row of this rank's block in a gather of `tensor`, its row count)."""
     rows = tf.shape(tensor, out_type=tf.int64)[:1]
-    all_rows = collective("Allgather", None, lambda tensor_name: OPS.lockstep_allgather(
-        rows, tensor_name=tensor_name, process_set_id=set_id))
+    all_rows = collective(
+        "Allgather",
+        None,
+        lambda tensor_name: OPS.lockstep_allgather(rows, tensor_name=tensor_name, process_set_id=set_id),
+    )
     return tf.reduce_sum(all_rows[: _rank_in_set(set_id)]), rows[0]
 
 
@@ -67,8 +75,9 @@ def _allreduce_grad(op, grad):
     scaling = _scaling(op)
     _check_differentiable(scaling["reduce_op"])
     dense = _dense(grad, op.outputs[0])
-    return collective("Allreduce", None,
-                      lambda tensor_name: OPS.lockstep_allreduce(dense, tensor_name=tensor_name, **scaling))
+    return collective(
+        "Allreduce", None, lambda tensor_name: OPS.lockstep_allreduce(dense, tensor_name=tensor_name, **scaling)
+    )
 
 
 @tf.RegisterGradient("LockstepGroupedAllreduce")
@@ -76,8 +85,11 @@ def _grouped_allreduce_grad(op, *grads):
     scaling = _scaling(op)
     _check_differentiable(scaling["reduce_op"])
     dense = [_dense(grad, output) for grad, output in zip(grads, op.outputs)]
-    return collective("GroupedAllreduce", None,
-                      lambda tensor_name: OPS.lockstep_grouped_allreduce(dense, tensor_name=tensor_name, **scaling))
+    return collective(
+        "GroupedAllreduce",
+        None,
+        lambda tensor_name: OPS.lockstep_grouped_allreduce(dense, tensor_name=tensor_name, **scaling),
+    )
 
 
 def _allgather_grad_of(x, grad, y, set_id):
@@ -109,16 +121,24 @@ def _broadcast_grad(op, grad):
 def _alltoall_grad(op, grad, _grad_splits):
     # Send every row's gradient back to the rank it came from.
     dense = _dense(grad, op.outputs[0])
-    returned, _ = collective("Alltoall", None, lambda tensor_name: OPS.lockstep_alltoall(
-        dense, op.outputs[1], tensor_name=tensor_name, process_set_id=op.get_attr("process_set_id")))
+    returned, _ = collective(
+        "Alltoall",
+        None,
+        lambda tensor_name: OPS.lockstep_alltoall(
+            dense, op.outputs[1], tensor_name=tensor_name, process_set_id=op.get_attr("process_set_id")
+        ),
+    )
     return returned, None
 
 
 def _reducescatter_grad_of(op, grad, output):
     dense = _dense(grad, output)
     set_id = op.get_attr("process_set_id")
-    gathered = collective("Allgather", None, lambda tensor_name: OPS.lockstep_allgather(
-        dense, tensor_name=tensor_name, process_set_id=set_id))
+    gathered = collective(
+        "Allgather",
+        None,
+        lambda tensor_name: OPS.lockstep_allgather(dense, tensor_name=tensor_name, process_set_id=set_id),
+    )
     factor = op.get_attr("prescale_factor") * op.get_attr("postscale_factor")
     if op.get_attr("reduce_op") == Sum:
         factor *= process_set_size(set_id)
@@ -135,6 +155,13 @@ def _grouped_reducescatter_grad(op, *grads):
     return [_reducescatter_grad_of(op, grad, output) for grad, output in zip(grads, op.outputs)]
 
 
-for _op_type in ("LockstepJoin", "LockstepBarrier", "LockstepRank", "LockstepSize", "LockstepLocalRank",
-                 "LockstepLocalSize", "LockstepProcessSetIncluded"):
+for _op_type in (
+    "LockstepJoin",
+    "LockstepBarrier",
+    "LockstepRank",
+    "LockstepSize",
+    "LockstepLocalRank",
+    "LockstepLocalSize",
+    "LockstepProcessSetIncluded",
+):
     tf.no_gradient(_op_type)

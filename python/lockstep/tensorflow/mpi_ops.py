@@ -13,8 +13,15 @@ tf.errors.FailedPreconditionError on every rank.
 import tensorflow as tf
 
 from lockstep.common import basics, validation
-from lockstep.common.ops import ALLREDUCE_OPS, REDUCESCATTER_OPS, Adasum, Average, Sum, checked_reduction
-from lockstep.common.ops import handle_average_backwards_compatibility
+from lockstep.common.ops import (
+    ALLREDUCE_OPS,
+    REDUCESCATTER_OPS,
+    Adasum,
+    Average,
+    Sum,
+    checked_reduction,
+    handle_average_backwards_compatibility,
+)
 from lockstep.common.process_sets import process_set_id as registered_id
 from lockstep.common.process_sets import process_set_size
 from lockstep.tensorflow.compression import Compression
@@ -23,8 +30,19 @@ from lockstep.tensorflow.op_library import OPS
 from lockstep.tensorflow.tensors import as_tensor, as_tensor_list
 
 
-def allreduce(tensor, average=None, device_dense="", device_sparse="", compression=Compression.none, op=None,
-              prescale_factor=1.0, postscale_factor=1.0, name=None, process_set=None, ignore_name_scope=False):
+def allreduce(
+    tensor,
+    average=None,
+    device_dense="",
+    device_sparse="",
+    compression=Compression.none,
+    op=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    name=None,
+    process_set=None,
+    ignore_name_scope=False,
+):
     """Reduce `tensor` over all ranks (Average by default).
 
     A tf.IndexedSlices is gathered instead (values and indices from every rank),
@@ -36,19 +54,39 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="", compressi
     if isinstance(tensor, tf.IndexedSlices):
         return _gather_indexed_slices([tensor], op, prescale_factor, postscale_factor, name, process_set)[0]
     tensor = as_tensor(tensor)
-    reduce_op, prescale, postscale = _reduction(op, prescale_factor, postscale_factor, ALLREDUCE_OPS, "allreduce",
-                                                [tensor], set_id)
+    reduce_op, prescale, postscale = _reduction(
+        op, prescale_factor, postscale_factor, ALLREDUCE_OPS, "allreduce", [tensor], set_id
+    )
     compression = validation.check_compressor(compression) or Compression.none
     sent, context = compression.compress(tensor)
-    reduced = collective("Allreduce", name, lambda tensor_name: OPS.lockstep_allreduce(
-        sent, reduce_op=reduce_op, prescale_factor=prescale, postscale_factor=postscale, tensor_name=tensor_name,
-        process_set_id=set_id))
+    reduced = collective(
+        "Allreduce",
+        name,
+        lambda tensor_name: OPS.lockstep_allreduce(
+            sent,
+            reduce_op=reduce_op,
+            prescale_factor=prescale,
+            postscale_factor=postscale,
+            tensor_name=tensor_name,
+            process_set_id=set_id,
+        ),
+    )
     return compression.decompress(reduced, context)
 
 
-def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="", compression=Compression.none,
-                      op=None, prescale_factor=1.0, postscale_factor=1.0, process_set=None, ignore_name_scope=False,
-                      name=None):
+def grouped_allreduce(
+    tensors,
+    average=None,
+    device_dense="",
+    device_sparse="",
+    compression=Compression.none,
+    op=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    process_set=None,
+    ignore_name_scope=False,
+    name=None,
+):
     """Allreduce a list of tensors negotiated and fused as one unit; returns a list.
 
     tf.IndexedSlices members are gathered (as in allreduce), the dense ones reduced
@@ -64,19 +102,30 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="", 
     dense = [i for i, t in enumerate(tensors) if not isinstance(t, tf.IndexedSlices)]
     # Every argument is checked before any collective starts.
     dense_tensors = [as_tensor(tensors[i], f"tensors[{i}]") for i in dense]
-    reduce_op, prescale, postscale = _reduction(op, prescale_factor, postscale_factor, ALLREDUCE_OPS,
-                                                "grouped_allreduce", dense_tensors, set_id)
+    reduce_op, prescale, postscale = _reduction(
+        op, prescale_factor, postscale_factor, ALLREDUCE_OPS, "grouped_allreduce", dense_tensors, set_id
+    )
     if sparse:
-        gathered = _gather_indexed_slices([tensors[i] for i in sparse], op, prescale_factor, postscale_factor,
-                                          _suffixed(name, "sparse"), process_set)
+        gathered = _gather_indexed_slices(
+            [tensors[i] for i in sparse], op, prescale_factor, postscale_factor, _suffixed(name, "sparse"), process_set
+        )
         for position, slices in zip(sparse, gathered):
             results[position] = slices
     if dense:
         compression = validation.check_compressor(compression) or Compression.none
         compressed = [compression.compress(tensor) for tensor in dense_tensors]
-        reduced = collective("GroupedAllreduce", name, lambda tensor_name: OPS.lockstep_grouped_allreduce(
-            [sent for sent, _ in compressed], reduce_op=reduce_op, prescale_factor=prescale,
-            postscale_factor=postscale, tensor_name=tensor_name, process_set_id=set_id))
+        reduced = collective(
+            "GroupedAllreduce",
+            name,
+            lambda tensor_name: OPS.lockstep_grouped_allreduce(
+                [sent for sent, _ in compressed],
+                reduce_op=reduce_op,
+                prescale_factor=prescale,
+                postscale_factor=postscale,
+                tensor_name=tensor_name,
+                process_set_id=set_id,
+            ),
+        )
         for position, out, (_, context) in zip(dense, reduced, compressed):
             results[position] = compression.decompress(out, context)
     return results
@@ -87,8 +136,11 @@ def allgather(tensor, name=None, ignore_name_scope=False, process_set=None):
     set_id = _set_id(process_set)
     tensor = as_tensor(tensor)
     validation.check_has_first_dim(tensor.shape, "allgather")
-    return collective("Allgather", name, lambda tensor_name: OPS.lockstep_allgather(
-        tensor, tensor_name=tensor_name, process_set_id=set_id))
+    return collective(
+        "Allgather",
+        name,
+        lambda tensor_name: OPS.lockstep_allgather(tensor, tensor_name=tensor_name, process_set_id=set_id),
+    )
 
 
 def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=None):
@@ -99,8 +151,11 @@ def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=N
         return tensors
     for tensor in tensors:
         validation.check_has_first_dim(tensor.shape, "grouped_allgather")
-    return collective("GroupedAllgather", name, lambda tensor_name: OPS.lockstep_grouped_allgather(
-        tensors, tensor_name=tensor_name, process_set_id=set_id))
+    return collective(
+        "GroupedAllgather",
+        name,
+        lambda tensor_name: OPS.lockstep_grouped_allgather(tensors, tensor_name=tensor_name, process_set_id=set_id),
+    )
 
 
 def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set=None):
@@ -108,8 +163,13 @@ def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set
     set_id = _set_id(process_set)
     tensor = as_tensor(tensor)
     root_rank = validation.check_root_rank(root_rank, basics.size())
-    return collective("Broadcast", name, lambda tensor_name: OPS.lockstep_broadcast(
-        tensor, root_rank=root_rank, tensor_name=tensor_name, process_set_id=set_id))
+    return collective(
+        "Broadcast",
+        name,
+        lambda tensor_name: OPS.lockstep_broadcast(
+            tensor, root_rank=root_rank, tensor_name=tensor_name, process_set_id=set_id
+        ),
+    )
 
 
 def broadcast_(variables, root_rank, name=None, process_set=None):
@@ -136,52 +196,93 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_se
         if not sent_splits.dtype.is_integer:
             raise TypeError(f"splits must hold integers, got dtype {sent_splits.dtype.name}")
         sent_splits = tf.cast(tf.reshape(sent_splits, [-1]), tf.int32)
-    received, received_splits = collective("Alltoall", name, lambda tensor_name: OPS.lockstep_alltoall(
-        tensor, sent_splits, tensor_name=tensor_name, process_set_id=set_id))
+    received, received_splits = collective(
+        "Alltoall",
+        name,
+        lambda tensor_name: OPS.lockstep_alltoall(tensor, sent_splits, tensor_name=tensor_name, process_set_id=set_id),
+    )
     return received if splits is None else (received, received_splits)
 
 
-def reducescatter(tensor, device_dense="", compression=Compression.none, op=Average, name=None, process_set=None,
-                  ignore_name_scope=False, prescale_factor=1.0, postscale_factor=1.0):
+def reducescatter(
+    tensor,
+    device_dense="",
+    compression=Compression.none,
+    op=Average,
+    name=None,
+    process_set=None,
+    ignore_name_scope=False,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+):
     """Reduce across ranks and return this rank's share of the first dimension
     (the first `rows % size` ranks get one extra row)."""
     set_id = _set_id(process_set)
     tensor = as_tensor(tensor)
-    reduce_op, prescale, postscale = _reduction(op, prescale_factor, postscale_factor, REDUCESCATTER_OPS,
-                                                "reducescatter", [tensor], set_id)
+    reduce_op, prescale, postscale = _reduction(
+        op, prescale_factor, postscale_factor, REDUCESCATTER_OPS, "reducescatter", [tensor], set_id
+    )
     validation.check_has_first_dim(tensor.shape, "reducescatter")
     compression = validation.check_compressor(compression) or Compression.none
     sent, context = compression.compress(tensor)
-    scattered = collective("Reducescatter", name, lambda tensor_name: OPS.lockstep_reducescatter(
-        sent, reduce_op=reduce_op, prescale_factor=prescale, postscale_factor=postscale, tensor_name=tensor_name,
-        process_set_id=set_id))
+    scattered = collective(
+        "Reducescatter",
+        name,
+        lambda tensor_name: OPS.lockstep_reducescatter(
+            sent,
+            reduce_op=reduce_op,
+            prescale_factor=prescale,
+            postscale_factor=postscale,
+            tensor_name=tensor_name,
+            process_set_id=set_id,
+        ),
+    )
     return compression.decompress(scattered, context)
 
 
-def grouped_reducescatter(tensors, device_dense="", compression=Compression.none, op=Average, process_set=None,
-                          prescale_factor=1.0, postscale_factor=1.0, name=None):
+def grouped_reducescatter(
+    tensors,
+    device_dense="",
+    compression=Compression.none,
+    op=Average,
+    process_set=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    name=None,
+):
     """reducescatter of each tensor, negotiated as one unit; returns a list."""
     set_id = _set_id(process_set)
     tensors = as_tensor_list(_checked_sequence(tensors))
     if not tensors:
         return tensors
-    reduce_op, prescale, postscale = _reduction(op, prescale_factor, postscale_factor, REDUCESCATTER_OPS,
-                                                "grouped_reducescatter", tensors, set_id)
+    reduce_op, prescale, postscale = _reduction(
+        op, prescale_factor, postscale_factor, REDUCESCATTER_OPS, "grouped_reducescatter", tensors, set_id
+    )
     for tensor in tensors:
         validation.check_has_first_dim(tensor.shape, "grouped_reducescatter")
     compression = validation.check_compressor(compression) or Compression.none
     compressed = [compression.compress(tensor) for tensor in tensors]
-    scattered = collective("GroupedReducescatter", name, lambda tensor_name: OPS.lockstep_grouped_reducescatter(
-        [sent for sent, _ in compressed], reduce_op=reduce_op, prescale_factor=prescale, postscale_factor=postscale,
-        tensor_name=tensor_name, process_set_id=set_id))
+    scattered = collective(
+        "GroupedReducescatter",
+        name,
+        lambda tensor_name: OPS.lockstep_grouped_reducescatter(
+            [sent for sent, _ in compressed],
+            reduce_op=reduce_op,
+            prescale_factor=prescale,
+            postscale_factor=postscale,
+            tensor_name=tensor_name,
+            process_set_id=set_id,
+        ),
+    )
     return [compression.decompress(out, context) for out, (_, context) in zip(scattered, compressed)]
 
 
 def barrier(process_set=None):
     """Return once every rank (of the set) has reached the barrier (in a graph: an op that does)."""
     set_id = _set_id(process_set)
-    done = collective("Barrier", None, lambda tensor_name: OPS.lockstep_barrier(
-        tensor_name=tensor_name, process_set_id=set_id))
+    done = collective(
+        "Barrier", None, lambda tensor_name: OPS.lockstep_barrier(tensor_name=tensor_name, process_set_id=set_id)
+    )
     return None if tf.executing_eagerly() else done
 
 
@@ -218,8 +319,9 @@ def local_size_op(name=None):
 
 def process_set_included_op(process_set_id=0, name=None):
     """1 if this rank belongs to the process set, 0 if not (evaluated when it runs)."""
-    return OPS.lockstep_process_set_included(process_set_id=validation.as_int(process_set_id, "process_set_id"),
-                                             name=name)
+    return OPS.lockstep_process_set_included(
+        process_set_id=validation.as_int(process_set_id, "process_set_id"), name=name
+    )
 
 
 # Helpers.
@@ -228,8 +330,14 @@ def process_set_included_op(process_set_id=0, name=None):
 def _reduction(op, prescale_factor, postscale_factor, allowed, op_kind, tensors, set_id):
     """(reduce op int, prescale, postscale), checked while the graph is built."""
     reduce_op, prescale, postscale = checked_reduction(
-        op, prescale_factor, postscale_factor, allowed, op_kind, lambda: process_set_size(set_id),
-        any(tensor.dtype == tf.bool for tensor in tensors))
+        op,
+        prescale_factor,
+        postscale_factor,
+        allowed,
+        op_kind,
+        lambda: process_set_size(set_id),
+        any(tensor.dtype == tf.bool for tensor in tensors),
+    )
     return int(reduce_op), prescale, postscale
 
 
@@ -237,16 +345,18 @@ def _gather_indexed_slices(slices_list, op, prescale_factor, postscale_factor, n
     """Horovod's allreduce of tf.IndexedSlices: allgather of values and of indices;
     Average divides the gathered values by the number of ranks."""
     if op == Adasum:
-        raise NotImplementedError("The Adasum reduction does not support tf.IndexedSlices; pass "
-                                  "sparse_as_dense=True to reduce them as dense tensors")
+        raise NotImplementedError(
+            "The Adasum reduction does not support tf.IndexedSlices; pass "
+            "sparse_as_dense=True to reduce them as dense tensors"
+        )
     if op not in (Sum, Average):
         raise NotImplementedError("Only Sum and Average ops are supported with tf.IndexedSlices")
     if prescale_factor != 1.0 or postscale_factor != 1.0:
         raise NotImplementedError("Pre/postscale_factor are not supported with tf.IndexedSlices")
-    values = grouped_allgather([s.values for s in slices_list], name=_suffixed(name, "values"),
-                               process_set=process_set)
-    indices = grouped_allgather([s.indices for s in slices_list], name=_suffixed(name, "indices"),
-                                process_set=process_set)
+    values = grouped_allgather([s.values for s in slices_list], name=_suffixed(name, "values"), process_set=process_set)
+    indices = grouped_allgather(
+        [s.indices for s in slices_list], name=_suffixed(name, "indices"), process_set=process_set
+    )
     gathered = []
     for slices, value, index in zip(slices_list, values, indices):
         if op == Average:

@@ -41,10 +41,22 @@ class _DistributedOptimizer(tf.compat.v1.train.Optimizer):
         return self._optimizer.variables(*args, **kwargs)
 
 
-def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="", device_sparse="",
-                         compression=Compression.none, sparse_as_dense=False, backward_passes_per_step=1,
-                         op=Average, gradient_predivide_factor=1.0, average_aggregated_gradients=False,
-                         num_groups=0, groups=None, process_set=None):
+def DistributedOptimizer(
+    optimizer,
+    name=None,
+    use_locking=False,
+    device_dense="",
+    device_sparse="",
+    compression=Compression.none,
+    sparse_as_dense=False,
+    backward_passes_per_step=1,
+    op=Average,
+    gradient_predivide_factor=1.0,
+    average_aggregated_gradients=False,
+    num_groups=0,
+    groups=None,
+    process_set=None,
+):
     """Wrap `optimizer` so its updates use gradients reduced over all ranks.
 
     tf.compat.v1.train.Optimizer: minimize()/compute_gradients() reduce the
@@ -55,8 +67,10 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
     """
     if isinstance(optimizer, tf.compat.v1.train.Optimizer):
         if backward_passes_per_step != 1:
-            raise NotImplementedError("backward_passes_per_step > 1 is not supported for tf.compat.v1 optimizers "
-                                      "by lockstep.tensorflow yet; Keras optimizers support it")
+            raise NotImplementedError(
+                "backward_passes_per_step > 1 is not supported for tf.compat.v1 optimizers "
+                "by lockstep.tensorflow yet; Keras optimizers support it"
+            )
         reducer = GradientReducer(compression, sparse_as_dense, op, gradient_predivide_factor, process_set)
         return _DistributedOptimizer(optimizer, name, use_locking, reducer)
     from lockstep.keras import keras_line  # noqa: PLC0415 (plain TF1 scripts need not load Keras)
@@ -64,11 +78,17 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
     if keras_line.is_optimizer(optimizer):
         from lockstep.keras.optimizer import DistributedOptimizer as KerasDistributedOptimizer  # noqa: PLC0415
 
-        return KerasDistributedOptimizer(optimizer, name=name, compression=compression,
-                                         sparse_as_dense=sparse_as_dense, op=op,
-                                         gradient_predivide_factor=gradient_predivide_factor,
-                                         backward_passes_per_step=backward_passes_per_step,
-                                         average_aggregated_gradients=average_aggregated_gradients,
-                                         process_set=process_set)
-    raise TypeError("optimizer must be a tf.compat.v1.train.Optimizer or a Keras optimizer, got "
-                    f"{type(optimizer).__name__}")
+        return KerasDistributedOptimizer(
+            optimizer,
+            name=name,
+            compression=compression,
+            sparse_as_dense=sparse_as_dense,
+            op=op,
+            gradient_predivide_factor=gradient_predivide_factor,
+            backward_passes_per_step=backward_passes_per_step,
+            average_aggregated_gradients=average_aggregated_gradients,
+            process_set=process_set,
+        )
+    raise TypeError(
+        f"optimizer must be a tf.compat.v1.train.Optimizer or a Keras optimizer, got {type(optimizer).__name__}"
+    )

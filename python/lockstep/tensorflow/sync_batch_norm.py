@@ -10,8 +10,12 @@ from lockstep.tensorflow.mpi_ops import grouped_allreduce
 # Keras 2 options Keras 3's layer lacks, with the values that mean "not used": a
 # ported script passing those keeps working; other values would change the
 # layer's maths, so they are refused rather than dropped.
-_KERAS2_OPTIONS_OFF = {"renorm": (False,), "renorm_clipping": (None,), "virtual_batch_size": (None,),
-                       "adjustment": (None,)}
+_KERAS2_OPTIONS_OFF = {
+    "renorm": (False,),
+    "renorm_clipping": (None,),
+    "virtual_batch_size": (None,),
+    "adjustment": (None,),
+}
 _KERAS2_OPTIONS_ANY = ("renorm_momentum",)  # only read with renorm=True
 
 
@@ -32,8 +36,10 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
 
     def __init__(self, fused=False, **kwargs):
         if fused in (True, None):
-            raise ValueError("SyncBatchNormalization does not support fused=True: the fused kernel computes "
-                             "the moments itself, so they could not be reduced across ranks")
+            raise ValueError(
+                "SyncBatchNormalization does not support fused=True: the fused kernel computes "
+                "the moments itself, so they could not be reduced across ranks"
+            )
         if LEGACY:
             super().__init__(fused=False, **kwargs)
         else:
@@ -52,9 +58,11 @@ def _without_keras2_options(kwargs):
         if option in kwargs:
             value = kwargs.pop(option)
             if value not in unused_values:
-                raise ValueError(f"SyncBatchNormalization: {option}={value!r} is a Keras 2 feature that Keras 3's "
-                                 "BatchNormalization does not have; run the script with Keras 2 "
-                                 "(TF_USE_LEGACY_KERAS=1 and the tf-keras package) or leave it out")
+                raise ValueError(
+                    f"SyncBatchNormalization: {option}={value!r} is a Keras 2 feature that Keras 3's "
+                    "BatchNormalization does not have; run the script with Keras 2 "
+                    "(TF_USE_LEGACY_KERAS=1 and the tf-keras package) or leave it out"
+                )
     for option in _KERAS2_OPTIONS_ANY:
         kwargs.pop(option, None)
     return kwargs
@@ -69,9 +77,11 @@ def _global_moments(inputs, axes, keep_dims, mask):
     values = tf.cast(inputs, compute_dtype)
     weights = tf.ones_like(values) if mask is None else _broadcast_mask(mask, values)
     total, squares, count = grouped_allreduce(
-        [tf.reduce_sum(values * weights, axes, keepdims=keep_dims),
-         tf.reduce_sum(tf.square(values) * weights, axes, keepdims=keep_dims),
-         tf.reduce_sum(weights, axes, keepdims=keep_dims)],
+        [
+            tf.reduce_sum(values * weights, axes, keepdims=keep_dims),
+            tf.reduce_sum(tf.square(values) * weights, axes, keepdims=keep_dims),
+            tf.reduce_sum(weights, axes, keepdims=keep_dims),
+        ],
         op=Sum,
     )
     count = tf.maximum(count, 1.0)

@@ -21,8 +21,13 @@ def broadcast_into(variables, root_rank, name=None, process_set=None):
     for index, variable in enumerate(variables):
         value = as_tensor(variable, f"variable {getattr(variable, 'name', index)}")
         member = name if name is None or len(variables) == 1 else f"{name}.{index}"
-        received = collective("BroadcastVariable", member, lambda tensor_name, value=value: OPS.lockstep_broadcast(
-            value, root_rank=root_rank, tensor_name=tensor_name, process_set_id=set_id))
+        received = collective(
+            "BroadcastVariable",
+            member,
+            lambda tensor_name, value=value: OPS.lockstep_broadcast(
+                value, root_rank=root_rank, tensor_name=tensor_name, process_set_id=set_id
+            ),
+        )
         assignments.append(variable.assign(received))
     return variables if tf.executing_eagerly() else assignments
 

@@ -1,14 +1,15 @@
 """lockstep for PyTorch: Horovod's torch API on CPU and CUDA tensors.
 
-    import lockstep.torch as hvd
-    hvd.init()
-    torch.cuda.set_device(hvd.local_rank())  # one process per GPU
-    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
-    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+import lockstep.torch as hvd
+hvd.init()
+torch.cuda.set_device(hvd.local_rank())  # one process per GPU
+optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+hvd.broadcast_optimizer_state(optimizer, root_rank=0)
 """
 
 from lockstep.common.api import *  # noqa: F401,F403 (the shared public names)
+from lockstep.torch import elastic  # noqa: F401 (hvd.elastic, as in Horovod)
 from lockstep.torch.autograd import (
     allgather,
     allreduce,
@@ -20,7 +21,6 @@ from lockstep.torch.autograd import (
     reducescatter,
 )
 from lockstep.torch.build_info import ccl_built, ddl_built, gloo_built, gloo_enabled, rocm_built
-from lockstep.torch import elastic  # noqa: F401 (hvd.elastic, as in Horovod)
 from lockstep.torch.compression import Compression
 from lockstep.torch.mpi_ops import (
     allgather_async,

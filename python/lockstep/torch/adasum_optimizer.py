@@ -40,8 +40,10 @@ class _AdasumOptimizerMixin:
         """Nothing to wait for: the Adasum optimizer combines updates inside step()."""
 
     def skip_synchronize(self):
-        raise OptimizerUsageError("skip_synchronize() does not apply to the Adasum optimizer, which combines "
-                                  "the ranks' updates inside step() rather than their gradients before it")
+        raise OptimizerUsageError(
+            "skip_synchronize() does not apply to the Adasum optimizer, which combines "
+            "the ranks' updates inside step() rather than their gradients before it"
+        )
 
 
 def adasum_optimizer(optimizer, named, compression):

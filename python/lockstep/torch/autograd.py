@@ -29,8 +29,13 @@ class _Allreduce(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         op, prescale_factor, postscale_factor, process_set = ctx.reduction
-        grad = allreduce(grad_output, op=op, prescale_factor=prescale_factor, postscale_factor=postscale_factor,
-                         process_set=process_set)
+        grad = allreduce(
+            grad_output,
+            op=op,
+            prescale_factor=prescale_factor,
+            postscale_factor=postscale_factor,
+            process_set=process_set,
+        )
         return grad, None, None, None, None, None
 
 
@@ -38,15 +43,29 @@ class _GroupedAllreduce(torch.autograd.Function):
     @staticmethod
     def forward(ctx, op, name, prescale_factor, postscale_factor, process_set, *tensors):
         ctx.reduction = (op, prescale_factor, postscale_factor, process_set)
-        return tuple(mpi_ops.synchronize(
-            mpi_ops.grouped_allreduce_async(list(tensors), name=name, op=op, prescale_factor=prescale_factor,
-                                            postscale_factor=postscale_factor, process_set=process_set)))
+        return tuple(
+            mpi_ops.synchronize(
+                mpi_ops.grouped_allreduce_async(
+                    list(tensors),
+                    name=name,
+                    op=op,
+                    prescale_factor=prescale_factor,
+                    postscale_factor=postscale_factor,
+                    process_set=process_set,
+                )
+            )
+        )
 
     @staticmethod
     def backward(ctx, *grad_outputs):
         op, prescale_factor, postscale_factor, process_set = ctx.reduction
-        grads = grouped_allreduce(list(grad_outputs), op=op, prescale_factor=prescale_factor,
-                                  postscale_factor=postscale_factor, process_set=process_set)
+        grads = grouped_allreduce(
+            list(grad_outputs),
+            op=op,
+            prescale_factor=prescale_factor,
+            postscale_factor=postscale_factor,
+            process_set=process_set,
+        )
         return (None, None, None, None, None, *grads)
 
 
@@ -86,7 +105,8 @@ class _Alltoall(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, splits, name, process_set):
         output, received_splits = mpi_ops.synchronize(
-            mpi_ops.alltoall_async(tensor, splits, name=name, process_set=process_set))
+            mpi_ops.alltoall_async(tensor, splits, name=name, process_set=process_set)
+        )
         ctx.received_splits = received_splits
         ctx.process_set = process_set
         ctx.mark_non_differentiable(received_splits)
@@ -114,8 +134,15 @@ class _Reducescatter(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, op, name, prescale_factor, postscale_factor, process_set):
         reduced = mpi_ops.synchronize(
-            mpi_ops.reducescatter_async(tensor, name=name, op=op, prescale_factor=prescale_factor,
-                                        postscale_factor=postscale_factor, process_set=process_set))
+            mpi_ops.reducescatter_async(
+                tensor,
+                name=name,
+                op=op,
+                prescale_factor=prescale_factor,
+                postscale_factor=postscale_factor,
+                process_set=process_set,
+            )
+        )
         ctx.scale = _reducescatter_grad_scale(op, prescale_factor, postscale_factor, process_set)
         ctx.process_set = process_set
         return reduced
@@ -130,9 +157,18 @@ class _GroupedReducescatter(torch.autograd.Function):
     def forward(ctx, op, name, prescale_factor, postscale_factor, process_set, *tensors):
         ctx.scale = _reducescatter_grad_scale(op, prescale_factor, postscale_factor, process_set)
         ctx.process_set = process_set
-        return tuple(mpi_ops.synchronize(mpi_ops.grouped_reducescatter_async(
-            list(tensors), name=name, op=op, prescale_factor=prescale_factor, postscale_factor=postscale_factor,
-            process_set=process_set)))
+        return tuple(
+            mpi_ops.synchronize(
+                mpi_ops.grouped_reducescatter_async(
+                    list(tensors),
+                    name=name,
+                    op=op,
+                    prescale_factor=prescale_factor,
+                    postscale_factor=postscale_factor,
+                    process_set=process_set,
+                )
+            )
+        )
 
     @staticmethod
     def backward(ctx, *grad_outputs):
@@ -143,8 +179,9 @@ class _GroupedReducescatter(torch.autograd.Function):
 class _GroupedAllgather(torch.autograd.Function):
     @staticmethod
     def forward(ctx, name, process_set, *tensors):
-        gathered = tuple(mpi_ops.synchronize(
-            mpi_ops.grouped_allgather_async(list(tensors), name=name, process_set=process_set)))
+        gathered = tuple(
+            mpi_ops.synchronize(mpi_ops.grouped_allgather_async(list(tensors), name=name, process_set=process_set))
+        )
         ctx.rows = [tensor.shape[0] for tensor in tensors]  # checked above: each has a first dimension
         ctx.process_set = process_set
         return gathered
@@ -156,12 +193,23 @@ class _GroupedAllgather(torch.autograd.Function):
         grads = grouped_allreduce([grad.contiguous() for grad in grad_outputs], op=Average, process_set=process_set)
         rows = allgather(torch.tensor([ctx.rows], dtype=torch.int64), process_set=process_set)  # size x tensors
         offsets = rows[: _rank_in(process_set)].sum(dim=0)
-        return (None, None,
-                *[grad.narrow(0, int(offset), count) for grad, offset, count in zip(grads, offsets, ctx.rows)])
+        return (
+            None,
+            None,
+            *[grad.narrow(0, int(offset), count) for grad, offset, count in zip(grads, offsets, ctx.rows)],
+        )
 
 
-def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
-              postscale_factor=1.0, process_set=global_process_set):
+def allreduce(
+    tensor,
+    average=None,
+    name=None,
+    compression=Compression.none,
+    op=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    process_set=global_process_set,
+):
     """Reduce `tensor` across ranks (Average by default) and return a new tensor."""
     op = handle_average_backwards_compatibility(op, average)
     if compression is Compression.none and not _needs_graph(tensor):
@@ -185,15 +233,24 @@ def _needs_graph(tensor):
     return isinstance(tensor, torch.Tensor) and tensor.requires_grad and torch.is_grad_enabled()
 
 
-def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
-                      prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
+def grouped_allreduce(
+    tensors,
+    average=None,
+    name=None,
+    compression=Compression.none,
+    op=None,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    process_set=global_process_set,
+):
     """Reduce a list of tensors as one negotiated, fused unit; returns a list."""
     _check_list(tensors)
     op = handle_average_backwards_compatibility(op, average)
     compression = validation.check_compressor(compression) or Compression.none
     compressed = [compression.compress(tensor) for tensor in tensors]
-    reduced = _GroupedAllreduce.apply(op, name, prescale_factor, postscale_factor, process_set,
-                                      *[t for t, _ in compressed])
+    reduced = _GroupedAllreduce.apply(
+        op, name, prescale_factor, postscale_factor, process_set, *[t for t, _ in compressed]
+    )
     return [compression.decompress(tensor, context) for tensor, (_, context) in zip(reduced, compressed)]
 
 
@@ -223,8 +280,15 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     return output if splits is None else (output, received_splits)
 
 
-def reducescatter(tensor, name=None, compression=Compression.none, op=Average, prescale_factor=1.0,
-                  postscale_factor=1.0, process_set=global_process_set):
+def reducescatter(
+    tensor,
+    name=None,
+    compression=Compression.none,
+    op=Average,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    process_set=global_process_set,
+):
     """Reduce across ranks and return this rank's share of the first dimension."""
     compression = validation.check_compressor(compression) or Compression.none
     compressed, context = compression.compress(tensor)
@@ -232,13 +296,21 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average, p
     return compression.decompress(reduced, context)
 
 
-def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average, prescale_factor=1.0,
-                          postscale_factor=1.0, process_set=global_process_set):
+def grouped_reducescatter(
+    tensors,
+    name=None,
+    compression=Compression.none,
+    op=Average,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    process_set=global_process_set,
+):
     """Reducescatter a list of tensors as one negotiated unit; returns this rank's
     share of each, in a list."""
     _check_list(tensors)
     compression = validation.check_compressor(compression) or Compression.none
     compressed = [compression.compress(tensor) for tensor in tensors]
-    reduced = _GroupedReducescatter.apply(op, name, prescale_factor, postscale_factor, process_set,
-                                          *[t for t, _ in compressed])
+    reduced = _GroupedReducescatter.apply(
+        op, name, prescale_factor, postscale_factor, process_set, *[t for t, _ in compressed]
+    )
     return [compression.decompress(tensor, context) for tensor, (_, context) in zip(reduced, compressed)]

@@ -147,8 +147,9 @@ class GradientReducer:
     def _submit_sparse(self, param, grad, name):
         """Sparse gradients are reduced as Horovod reduces them, by gathering every
         rank's entries (sparse_allreduce_async); a predivide factor cancels out."""
-        handle = sparse_allreduce_async(grad.coalesce(), name=name, op=self._settings.op,
-                                        process_set=self._settings.process_set)
+        handle = sparse_allreduce_async(
+            grad.coalesce(), name=name, op=self._settings.op, process_set=self._settings.process_set
+        )
         scale = self._settings.prescale_factor * self._settings.postscale_factor
 
         def complete():

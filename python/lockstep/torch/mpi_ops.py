@@ -31,53 +31,80 @@ from lockstep.torch.tensors import (
 DISPATCHER.order_device_results = order_on_current_stream
 
 
-def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
-                    process_set=global_process_set):
+def allreduce_async(
+    tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set
+):
     """Start reducing `tensor` across ranks (Average by default) into a new tensor."""
     scaling = Scaling(handle_average_backwards_compatibility(op, average), prescale_factor, postscale_factor)
     source = readable(check_tensor(tensor))
     output, output_ref = new_output_like(source)
-    return DISPATCHER.allreduce(tensor_ref(source), output_ref, scaling, name, lambda result: output,
-        ps=process_set_id(process_set))
+    return DISPATCHER.allreduce(
+        tensor_ref(source), output_ref, scaling, name, lambda result: output, ps=process_set_id(process_set)
+    )
 
 
-def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
-                     process_set=global_process_set):
+def allreduce_async_(
+    tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set
+):
     """Start reducing `tensor` across ranks in place; synchronize() returns `tensor`."""
     scaling = Scaling(handle_average_backwards_compatibility(op, average), prescale_factor, postscale_factor)
     target = InPlaceTarget(check_tensor(tensor))
     ref = target.ref()
-    return DISPATCHER.allreduce(ref, ref, scaling, name, lambda result: target.finish(),
-        ps=process_set_id(process_set))
+    return DISPATCHER.allreduce(ref, ref, scaling, name, lambda result: target.finish(), ps=process_set_id(process_set))
 
 
-def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
-               process_set=global_process_set):
+def allreduce_(
+    tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set
+):
     """Reduce `tensor` across ranks in place and return it."""
     op = handle_average_backwards_compatibility(op, average)
     target = InPlaceTarget(check_tensor(tensor))
     work = target.work
     address = work.data_ptr()
     device, stream = (-1, 0) if work.is_cpu else device_and_stream(work)
-    DISPATCHER.run_allreduce(core_dtype(work.dtype), work.shape, address, address, op, prescale_factor,
-                             postscale_factor, name, device, process_set_id(process_set), stream)
+    DISPATCHER.run_allreduce(
+        core_dtype(work.dtype),
+        work.shape,
+        address,
+        address,
+        op,
+        prescale_factor,
+        postscale_factor,
+        name,
+        device,
+        process_set_id(process_set),
+        stream,
+    )
     return target.finish()
 
 
-def allreduce_now(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
-                  process_set=global_process_set):
+def allreduce_now(
+    tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set
+):
     """Reduce `tensor` across ranks into a new tensor, waiting in a single call into the
     core: the synchronous allreduce without a handle (not differentiable)."""
     source = readable(check_tensor(tensor))
     output = torch.empty_like(source)  # `source` is contiguous, so the output is too
     device, stream = (-1, 0) if source.is_cpu else device_and_stream(source)
-    DISPATCHER.run_allreduce(core_dtype(source.dtype), source.shape, source.data_ptr(), output.data_ptr(), op,
-                             prescale_factor, postscale_factor, name, device, process_set_id(process_set), stream)
+    DISPATCHER.run_allreduce(
+        core_dtype(source.dtype),
+        source.shape,
+        source.data_ptr(),
+        output.data_ptr(),
+        op,
+        prescale_factor,
+        postscale_factor,
+        name,
+        device,
+        process_set_id(process_set),
+        stream,
+    )
     return output
 
 
-def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
-                            process_set=global_process_set):
+def grouped_allreduce_async(
+    tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set
+):
     """Start reducing a list of tensors as one negotiated, fused unit into new tensors."""
     scaling = Scaling(handle_average_backwards_compatibility(op, average), prescale_factor, postscale_factor)
     sources = [readable(tensor) for tensor in _checked_list(tensors)]
@@ -87,35 +114,45 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
         [ref for _, ref in outputs],
         scaling,
         name,
-        lambda results: [output for output, _ in outputs], ps=process_set_id(process_set)
+        lambda results: [output for output, _ in outputs],
+        ps=process_set_id(process_set),
     )
 
 
-def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
-                             process_set=global_process_set):
+def grouped_allreduce_async_(
+    tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set
+):
     """Start reducing a list of tensors in place as one unit; synchronize() returns the list."""
     scaling = Scaling(handle_average_backwards_compatibility(op, average), prescale_factor, postscale_factor)
     targets = [InPlaceTarget(tensor) for tensor in _checked_list(tensors)]
     refs = [target.ref() for target in targets]
     return DISPATCHER.grouped_allreduce(
-        refs, refs, scaling, name, lambda results: [target.finish() for target in targets],
-            ps=process_set_id(process_set)
+        refs,
+        refs,
+        scaling,
+        name,
+        lambda results: [target.finish() for target in targets],
+        ps=process_set_id(process_set),
     )
 
 
-def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
-                       process_set=global_process_set):
+def grouped_allreduce_(
+    tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set
+):
     """Reduce a list of tensors in place as one unit and return the list."""
-    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor, postscale_factor,
-                                                process_set))
+    return synchronize(
+        grouped_allreduce_async_(tensors, average, name, op, prescale_factor, postscale_factor, process_set)
+    )
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
     """Start concatenating every rank's `tensor` along the first dimension."""
     source = readable(check_tensor(tensor))
     return DISPATCHER.allgather(
-        tensor_ref(source), name, lambda result: tensor_from_result(result, source.dtype, source),
-            ps=process_set_id(process_set)
+        tensor_ref(source),
+        name,
+        lambda result: tensor_from_result(result, source.dtype, source),
+        ps=process_set_id(process_set),
     )
 
 
@@ -127,12 +164,13 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
         [tensor_ref(source) for source in sources],
         name,
         lambda results: [tensor_from_result(result, source.dtype, source) for result, source in zip(results, sources)],
-            ps=process_set_id(process_set)
+        ps=process_set_id(process_set),
     )
 
 
-def grouped_reducescatter_async(tensors, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
-                                process_set=global_process_set):
+def grouped_reducescatter_async(
+    tensors, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set
+):
     """Start reducescattering a list of tensors as one negotiated unit; synchronize()
     returns the list of this rank's shares."""
     sources = [readable(tensor) for tensor in _checked_list(tensors)]
@@ -141,7 +179,7 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, prescale_factor=
         Scaling(op, prescale_factor, postscale_factor),
         name,
         lambda results: [tensor_from_result(result, source.dtype, source) for result, source in zip(results, sources)],
-            ps=process_set_id(process_set)
+        ps=process_set_id(process_set),
     )
 
 
@@ -149,16 +187,18 @@ def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set
     """Start copying root_rank's `tensor` into a new tensor on every rank."""
     source = readable(check_tensor(tensor))
     output, output_ref = new_output_like(source)
-    return DISPATCHER.broadcast(tensor_ref(source), output_ref, root_rank, name, lambda result: output,
-        ps=process_set_id(process_set))
+    return DISPATCHER.broadcast(
+        tensor_ref(source), output_ref, root_rank, name, lambda result: output, ps=process_set_id(process_set)
+    )
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """Start overwriting `tensor` with root_rank's values; synchronize() returns `tensor`."""
     target = InPlaceTarget(check_tensor(tensor))
     ref = target.ref()
-    return DISPATCHER.broadcast(ref, ref, root_rank, name, lambda result: target.finish(),
-        ps=process_set_id(process_set))
+    return DISPATCHER.broadcast(
+        ref, ref, root_rank, name, lambda result: target.finish(), ps=process_set_id(process_set)
+    )
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
@@ -191,15 +231,19 @@ def _split_counts(splits):
     return splits.detach().cpu()
 
 
-def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
-                        process_set=global_process_set):
+def reducescatter_async(
+    tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set
+):
     """Start reducing across ranks; the result is this rank's share of the first
     dimension (the first `rows % size` ranks get one extra row)."""
     source = readable(check_tensor(tensor))
     scaling = Scaling(op, prescale_factor, postscale_factor)
     return DISPATCHER.reducescatter(
-        tensor_ref(source), scaling, name, lambda result: tensor_from_result(result, source.dtype, source),
-            ps=process_set_id(process_set)
+        tensor_ref(source),
+        scaling,
+        name,
+        lambda result: tensor_from_result(result, source.dtype, source),
+        ps=process_set_id(process_set),
     )
 
 

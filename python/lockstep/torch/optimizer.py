@@ -12,8 +12,15 @@ import torch
 
 from lockstep.common import basics, validation
 from lockstep.common.exceptions import OptimizerUsageError
-from lockstep.common.ops import Adasum, Average, Sum, check_adasum_world, check_linear_op, predivided_scaling
-from lockstep.common.ops import to_core_reduce_op
+from lockstep.common.ops import (
+    Adasum,
+    Average,
+    Sum,
+    check_adasum_world,
+    check_linear_op,
+    predivided_scaling,
+    to_core_reduce_op,
+)
 from lockstep.common.process_sets import global_process_set, process_set_id, process_set_size
 from lockstep.torch.adasum_optimizer import adasum_optimizer
 from lockstep.torch.compression import Compression

@@ -20,9 +20,7 @@ def resolve_named_parameters(param_groups, named_parameters):
     rank builds the same optimizer.
     """
     in_optimizer = [
-        (f"allreduce.noname.{g}.{i}", p)
-        for g, group in enumerate(param_groups)
-        for i, p in enumerate(group["params"])
+        (f"allreduce.noname.{g}.{i}", p) for g, group in enumerate(param_groups) for i, p in enumerate(group["params"])
     ]
     if named_parameters is None:
         return in_optimizer
@@ -80,7 +78,7 @@ def resolve_groups(groups, named_parameters):
     count = min(count, len(params))
     size, extra = divmod(len(params), count)
     bounds = [index * size + min(index, extra) for index in range(count + 1)]
-    return [params[bounds[index]:bounds[index + 1]] for index in range(count)]
+    return [params[bounds[index] : bounds[index + 1]] for index in range(count)]
 
 
 def _explicit_groups(groups, params):
@@ -93,8 +91,9 @@ def _explicit_groups(groups, params):
         members = []
         for param in group:
             if not isinstance(param, torch.Tensor) or param not in known:
-                raise ValueError(f"groups[{index}] holds {_describe(param)}, which is not a trainable parameter "
-                                 "of this optimizer")
+                raise ValueError(
+                    f"groups[{index}] holds {_describe(param)}, which is not a trainable parameter of this optimizer"
+                )
             if param in seen:
                 raise ValueError(f"a parameter of shape {tuple(param.shape)} appears in more than one group")
             seen.add(param)

@@ -33,8 +33,9 @@ def sparse_allreduce_async(tensor, name=None, op=Average, process_set=global_pro
     op = check_linear_op(op, "sparse_allreduce_async")
     set_id = process_set_id(process_set)
     name = NAMER.name_for("sparse_allreduce", check_name(name), set_id)
-    indices = mpi_ops.allgather_async(tensor._indices().t().contiguous(), name=f"{name}.indices",
-                                      process_set=process_set)
+    indices = mpi_ops.allgather_async(
+        tensor._indices().t().contiguous(), name=f"{name}.indices", process_set=process_set
+    )
     values = mpi_ops.allgather_async(tensor._values().contiguous(), name=f"{name}.values", process_set=process_set)
     divisor = process_set_size(set_id) if op == Average else 1
     size, dtype = tensor.size(), tensor.dtype

@@ -34,8 +34,7 @@ def broadcast_parameters(params, root_rank, process_set=global_process_set):
     """
     root_rank = validation.check_root_rank(root_rank, basics.size())
     named = _named_tensors(params)
-    _broadcast_in_place([(f"{_PARAMETERS_PREFIX}.{name}", tensor) for name, tensor in named], root_rank,
-                        process_set)
+    _broadcast_in_place([(f"{_PARAMETERS_PREFIX}.{name}", tensor) for name, tensor in named], root_rank, process_set)
 
 
 def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_set):
@@ -52,10 +51,10 @@ def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_s
     layout = broadcast_object(layout, root_rank, name=f"{_OPTIMIZER_PREFIX}.layout", process_set=process_set)
     if not is_root:
         slots = sorted(_slots(layout), key=lambda slot: slot.index)
-        tensors = [torch.empty(slot.shape, dtype=slot.dtype, device=_local_device(slot.device_type))
-                   for slot in slots]
-    _broadcast_in_place([(f"{_OPTIMIZER_PREFIX}.{index}", t) for index, t in enumerate(tensors)], root_rank,
-                        process_set)
+        tensors = [torch.empty(slot.shape, dtype=slot.dtype, device=_local_device(slot.device_type)) for slot in slots]
+    _broadcast_in_place(
+        [(f"{_OPTIMIZER_PREFIX}.{index}", t) for index, t in enumerate(tensors)], root_rank, process_set
+    )
     if not is_root:
         optimizer.load_state_dict(_fill_tensors(layout, tensors))
     if had_no_state:
@@ -124,8 +123,10 @@ def _check_unique(names):
 
 def _broadcast_in_place(named_tensors, root_rank, process_set):
     # All submitted before any is awaited, so the core can fuse and overlap them.
-    handles = [mpi_ops.broadcast_async_(tensor, root_rank, name=name, process_set=process_set)
-               for name, tensor in named_tensors]
+    handles = [
+        mpi_ops.broadcast_async_(tensor, root_rank, name=name, process_set=process_set)
+        for name, tensor in named_tensors
+    ]
     for handle in handles:
         mpi_ops.synchronize(handle)
 

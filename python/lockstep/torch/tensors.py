@@ -51,8 +51,10 @@ def check_tensor(tensor, what="tensor"):
 
 def _check_device(tensor, what):
     if not tensor.is_cuda:
-        raise ValueError(f"{what} is on device {tensor.device}, but lockstep reduces CPU and CUDA (GPU) tensors "
-                         "only; move it with tensor.cpu()")
+        raise ValueError(
+            f"{what} is on device {tensor.device}, but lockstep reduces CPU and CUDA (GPU) tensors "
+            "only; move it with tensor.cpu()"
+        )
     if gpu.gpu_path_problem() is not None:
         raise ValueError(gpu.refusal(what, tensor.device))
     gpu.DEVICE_PIN.check(tensor.device.index, what)
@@ -157,7 +159,10 @@ class _DeviceBytes:
     def __init__(self, result):
         self._result = result
         self.__cuda_array_interface__ = {
-            "shape": (result.nbytes,), "typestr": "|u1", "data": (result.data_ptr, False), "version": 3,
+            "shape": (result.nbytes,),
+            "typestr": "|u1",
+            "data": (result.data_ptr, False),
+            "version": 3,
             "stream": None,
         }
 
@@ -180,8 +185,11 @@ def _free_after_current_stream(result, device):
     current = torch.cuda.current_stream(device)
     if current.cuda_stream == result.gpu_stream:
         return
-    submitted = (torch.cuda.default_stream(device) if result.gpu_stream == 0
-                 else torch.cuda.ExternalStream(result.gpu_stream, device=device))
+    submitted = (
+        torch.cuda.default_stream(device)
+        if result.gpu_stream == 0
+        else torch.cuda.ExternalStream(result.gpu_stream, device=device)
+    )
     submitted.wait_stream(current)
 
 
@@ -194,8 +202,7 @@ def _device_tensor_from_result(result, dtype, shape, device):
         # from pageable memory may block the host.
         return _host_tensor_from_result(result, dtype, shape).to(device)
     if result.device != device.index:
-        raise _core.LockstepError(
-            f"internal error: the result of an op on {device} came back on GPU {result.device}")
+        raise _core.LockstepError(f"internal error: the result of an op on {device} came back on GPU {result.device}")
     view = torch.as_tensor(_DeviceBytes(result), device=device)
     copy = view.view(dtype).reshape(shape).clone()
     _free_after_current_stream(result, device)

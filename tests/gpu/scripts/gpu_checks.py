@@ -2,12 +2,11 @@
 exact inputs and expected values to the device, and strict comparisons of device
 results (device, dtype, shape and values)."""
 
-import torch_checks  # noqa: F401 - one CPU thread per rank, set before torch loads
-
 import torch
+import torch_checks  # noqa: F401 - one CPU thread per rank, set before torch loads
+from torch_checks import assert_tensor_equal, to_torch
 
 import lockstep.torch as hvd
-from torch_checks import assert_tensor_equal, to_torch
 
 
 def start():

@@ -8,12 +8,19 @@ import os
 
 import numpy as np
 import torch
+from gpu_checks import assert_gpu_result, on_gpu, start
+from rank_checks import (
+    alltoall_rows,
+    average_values,
+    expected_reduction,
+    product_values,
+    rank_values,
+    rows_for,
+    run_main,
+)
+from torch_checks import ALL_DTYPES, NUMERIC_DTYPES, NUMPY_DTYPES, assert_tensor_equal
 
 import lockstep.torch as hvd
-from gpu_checks import assert_gpu_result, on_gpu, start
-from rank_checks import (alltoall_rows, average_values, expected_reduction, product_values, rank_values, rows_for,
-                         run_main)
-from torch_checks import ALL_DTYPES, NUMERIC_DTYPES, NUMPY_DTYPES, assert_tensor_equal
 
 OPS = {"Sum": hvd.Sum, "Average": hvd.Average, "Min": hvd.Min, "Max": hvd.Max, "Product": hvd.Product}
 SHAPES = [(17,), (3, 4), (), (0,), (2, 0, 3)]
@@ -42,11 +49,19 @@ def check_allreduce_every_dtype_and_op(rank, size, device):
                 tensor = on_gpu(inputs[rank])
                 original = tensor.clone()
                 what = f"{dtype} {op_name} {shape}"
-                pending.append((hvd.allreduce_async(tensor, op=OPS[op_name]), expected, tensor, original,
-                                f"allreduce_async {what}"))
+                pending.append(
+                    (
+                        hvd.allreduce_async(tensor, op=OPS[op_name]),
+                        expected,
+                        tensor,
+                        original,
+                        f"allreduce_async {what}",
+                    )
+                )
                 target = tensor.clone()
-                pending.append((hvd.allreduce_async_(target, op=OPS[op_name]), expected, target, None,
-                                f"allreduce_async_ {what}"))
+                pending.append(
+                    (hvd.allreduce_async_(target, op=OPS[op_name]), expected, target, None, f"allreduce_async_ {what}")
+                )
     for handle, expected, tensor, original, what in pending:
         result = hvd.synchronize(handle)
         assert_gpu_result(result, expected, what, device)
@@ -74,10 +89,12 @@ def check_allreduce_sync_and_scaling(rank, size, device):
                     inputs_here = [average_values(np_dtype, (7,), r, size) for r in range(size)]
                 else:
                     inputs_here = inputs
-                expected = expected_reduction(inputs_here, np_dtype, op_name, size, prescale=prescale,
-                                              postscale=postscale)
-                result = hvd.allreduce(on_gpu(inputs_here[rank]), op=OPS[op_name], prescale_factor=prescale,
-                                       postscale_factor=postscale)
+                expected = expected_reduction(
+                    inputs_here, np_dtype, op_name, size, prescale=prescale, postscale=postscale
+                )
+                result = hvd.allreduce(
+                    on_gpu(inputs_here[rank]), op=OPS[op_name], prescale_factor=prescale, postscale_factor=postscale
+                )
                 assert_gpu_result(result, expected, f"allreduce {dtype} {op_name} pre {prescale} post {postscale}")
 
 
@@ -171,10 +188,10 @@ def check_alltoall(rank, size):
         received, received_splits = hvd.synchronize(hvd.alltoall_async(tensor, splits=splits_of[rank]))
         assert_gpu_result(received, expected, f"alltoall_async {dtype}")
         even = on_gpu(rank_values(np_dtype, (2 * size, 2), rank))
-        expected_even = np.concatenate([rank_values(np_dtype, (2 * size, 2), r)[2 * rank:2 * rank + 2]
-                                        for r in range(size)])
+        expected_even = np.concatenate(
+            [rank_values(np_dtype, (2 * size, 2), r)[2 * rank : 2 * rank + 2] for r in range(size)]
+        )
         assert_gpu_result(hvd.alltoall(even), expected_even, f"alltoall {dtype} without splits")
-
 
 
 def check_reducescatter(rank, size):
@@ -186,20 +203,24 @@ def check_reducescatter(rank, size):
         np_dtype = NUMPY_DTYPES[dtype]
         for op_name in ("Sum", "Average"):
             inputs = reduction_inputs(np_dtype, (rows, 3), op_name, size)
-            mine = expected_reduction(inputs, np_dtype, op_name, size)[start:start + counts[rank]]
-            assert_gpu_result(hvd.reducescatter(on_gpu(inputs[rank]), op=OPS[op_name]), mine,
-                              f"reducescatter {dtype} {op_name}")
+            mine = expected_reduction(inputs, np_dtype, op_name, size)[start : start + counts[rank]]
+            assert_gpu_result(
+                hvd.reducescatter(on_gpu(inputs[rank]), op=OPS[op_name]), mine, f"reducescatter {dtype} {op_name}"
+            )
             handle = hvd.reducescatter_async(on_gpu(inputs[rank]), op=OPS[op_name])
             assert_gpu_result(hvd.synchronize(handle), mine, f"reducescatter_async {dtype} {op_name}")
         inputs = [rank_values(np_dtype, (rows,), r) for r in range(size)]
-        mine = expected_reduction(inputs, np_dtype, "Sum", size, prescale=2.0)[start:start + counts[rank]]
-        assert_gpu_result(hvd.reducescatter(on_gpu(inputs[rank]), op=hvd.Sum, prescale_factor=2.0), mine,
-                          f"reducescatter {dtype} prescale 2")
+        mine = expected_reduction(inputs, np_dtype, "Sum", size, prescale=2.0)[start : start + counts[rank]]
+        assert_gpu_result(
+            hvd.reducescatter(on_gpu(inputs[rank]), op=hvd.Sum, prescale_factor=2.0),
+            mine,
+            f"reducescatter {dtype} prescale 2",
+        )
     inputs = [rank_values(np.dtype(np.float32), (rows, 2), r) for r in range(size)]
     full = expected_reduction(inputs, np.dtype(np.float32), "Sum", size)
     shares = hvd.grouped_reducescatter([on_gpu(inputs[rank]), on_gpu(inputs[rank] * 2)], op=hvd.Sum)
-    assert_gpu_result(shares[0], full[start:start + counts[rank]], "grouped_reducescatter member 0")
-    assert_gpu_result(shares[1], full[start:start + counts[rank]] * 2, "grouped_reducescatter member 1")
+    assert_gpu_result(shares[0], full[start : start + counts[rank]], "grouped_reducescatter member 0")
+    assert_gpu_result(shares[1], full[start : start + counts[rank]] * 2, "grouped_reducescatter member 1")
 
 
 def check_mixed_cpu_and_cuda(rank, size, device):
@@ -243,8 +264,11 @@ def check_compression_and_autograd(rank, size, device):
     assert_gpu_result(leaf.grad, 2.0 * size * torch.arange(4, dtype=torch.float32), "allreduce gradient")
     rows = torch.full((rank + 1, 2), float(rank), device=device, requires_grad=True)
     gathered = hvd.allgather(rows)
-    assert_gpu_result(gathered.detach(), torch.cat([torch.full((r + 1, 2), float(r)) for r in range(size)]),
-                      "differentiable allgather")
+    assert_gpu_result(
+        gathered.detach(),
+        torch.cat([torch.full((r + 1, 2), float(r)) for r in range(size)]),
+        "differentiable allgather",
+    )
     gathered.sum().backward()
     assert_gpu_result(rows.grad, torch.ones(rank + 1, 2), "allgather gradient (averaged over ranks)")
 
@@ -268,8 +292,9 @@ def check_sync_free_ops(rank, size, device):
     total = float(size * (size + 1) // 2)
     assert_gpu_result(tensor, torch.full((1000,), total), "sync-free in-place allreduce")
     assert_gpu_result(out, torch.full((1000,), 2 * total), "sync-free synchronous allreduce")
-    assert_gpu_result(gathered, torch.cat([torch.full((r + 1, 3), float(r)) for r in range(size)]),
-                      "sync-free allgather")
+    assert_gpu_result(
+        gathered, torch.cat([torch.full((r + 1, 3), float(r)) for r in range(size)]), "sync-free allgather"
+    )
 
 
 def check_barrier_and_join(rank, size, device):
@@ -314,8 +339,11 @@ def run_checks(rank, size, device):
 def main():
     rank, size, device = start()
     staged = os.environ.get("LOCKSTEP_GPU_OPERATIONS") == "mpi"
-    print(f"rank {rank}: {size} ranks on {device} ({torch.cuda.get_device_name(device)}), "
-          f"GPU operations: {'mpi (staged)' if staged else 'nccl'}, {hvd.nccl_info()}", flush=True)
+    print(
+        f"rank {rank}: {size} ranks on {device} ({torch.cuda.get_device_name(device)}), "
+        f"GPU operations: {'mpi (staged)' if staged else 'nccl'}, {hvd.nccl_info()}",
+        flush=True,
+    )
     assert hvd.nccl_built() > 0 and hvd.cuda_built()
     run_checks(rank, size, device)
     check_sync_free_ops(rank, size, device)

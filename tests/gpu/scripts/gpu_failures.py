@@ -19,10 +19,10 @@ import sys
 import time
 
 import torch
-
-import lockstep.torch as hvd
 from gpu_checks import start
 from rank_checks import run_main
+
+import lockstep.torch as hvd
 
 
 def expect_failure(call, *needles):
@@ -45,13 +45,13 @@ def init_fails_on_one_rank(rank, size, device, timeout):
     if rank == size - 1:
         os.environ["NCCL_SOCKET_IFNAME"] = "lockstep_no_such_interface"
     started = time.monotonic()
-    text = expect_failure(lambda: hvd.allreduce(torch.ones(8, device=device), name="first.gpu"),
-                          "NCCL communicator setup")
+    text = expect_failure(
+        lambda: hvd.allreduce(torch.ones(8, device=device), name="first.gpu"), "NCCL communicator setup"
+    )
     took = time.monotonic() - started
     print(f"rank {rank}: first GPU op failed after {took:.1f} s: {text}", flush=True)
     assert took < timeout + 45, f"took {took:.1f} s, past the deadline"
-    expect_failure(lambda: hvd.allreduce(torch.ones(8, device=device), name="second.gpu"),
-                   "NCCL communicator setup")
+    expect_failure(lambda: hvd.allreduce(torch.ones(8, device=device), name="second.gpu"), "NCCL communicator setup")
     host_ops_still_work(rank, size)
 
 
@@ -85,7 +85,8 @@ def main():
     rank, size, device = start()
     timeout = float(os.environ["LOCKSTEP_NCCL_TIMEOUT_SECONDS"])
     {"init-fails-on-one-rank": init_fails_on_one_rank, "collective-times-out": collective_times_out}[case](
-        rank, size, device, timeout)
+        rank, size, device, timeout
+    )
     started = time.monotonic()
     hvd.shutdown()
     print(f"rank {rank}: shutdown returned after {time.monotonic() - started:.1f} s", flush=True)

@@ -15,20 +15,20 @@ GPU arrays take), through the CPU handler.
 import sys
 
 import jax
-
-import jax_collectives as cpu_suite  # sets jax_enable_x64 (int64, float64)
 import jax.numpy as jnp
+import jax_collectives as cpu_suite  # sets jax_enable_x64 (int64, float64)
 import numpy as np
+from rank_checks import assert_equal, run_main
 
 import lockstep.jax as hvd
 from lockstep import _core
 from lockstep.jax import device_arrays
-from rank_checks import assert_equal, run_main
 
 ON_GPU = "--allow-cpu" not in sys.argv
 if not ON_GPU:
     device_arrays.on_gpu = lambda *values: any(
-        isinstance(v, jax.Array) and not isinstance(v, jax.core.Tracer) and len(v.devices()) == 1 for v in values)
+        isinstance(v, jax.Array) and not isinstance(v, jax.core.Tracer) and len(v.devices()) == 1 for v in values
+    )
 
 
 def device_ordinal():
@@ -107,10 +107,18 @@ def main():
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
     check_results_stay_on_the_device(rank, size)
-    for check_fn in (cpu_suite.check_allreduce, cpu_suite.check_grouped_allreduce, cpu_suite.check_allgather,
-                     cpu_suite.check_broadcast, cpu_suite.check_broadcast_of_unsigned_words,
-                     cpu_suite.check_alltoall, cpu_suite.check_reducescatter, cpu_suite.check_gradients,
-                     cpu_suite.check_vmap, check_stream_ordering):
+    for check_fn in (
+        cpu_suite.check_allreduce,
+        cpu_suite.check_grouped_allreduce,
+        cpu_suite.check_allgather,
+        cpu_suite.check_broadcast,
+        cpu_suite.check_broadcast_of_unsigned_words,
+        cpu_suite.check_alltoall,
+        cpu_suite.check_reducescatter,
+        cpu_suite.check_gradients,
+        cpu_suite.check_vmap,
+        check_stream_ordering,
+    ):
         check_fn(rank, size)
         print(f"rank {rank}: {check_fn.__name__} passed", flush=True)
     hvd.shutdown()

@@ -12,11 +12,10 @@ check of unused results runs only on CPU (the GPU path records no timeline phase
 import sys
 
 import jax
-
 import jax_errors as cpu_suite
+from rank_checks import run_main
 
 import lockstep.jax as hvd
-from rank_checks import run_main
 
 ON_GPU = "--allow-cpu" not in sys.argv
 

@@ -20,9 +20,9 @@ jax.config.update("jax_default_matmul_precision", "highest")
 
 import jax_training as cpu_suite  # noqa: E402
 import numpy as np  # noqa: E402
+from rank_checks import assert_equal, run_main  # noqa: E402
 
 import lockstep.jax as hvd  # noqa: E402
-from rank_checks import assert_equal, run_main  # noqa: E402
 
 ON_GPU = "--allow-cpu" not in sys.argv
 
@@ -54,8 +54,11 @@ def check_gradients_in_one_call(rank, size, params):
 
     tx = hvd.DistributedOptimizer(optax.sgd(0.1))
     x, y = next(cpu_suite.batches(size, 1))
-    hlo = cpu_suite.make_step(tx).lower(params, tx.init(params), cpu_suite.shard(x, rank),
-                                        cpu_suite.shard(y, rank)).as_text()
+    hlo = (
+        cpu_suite.make_step(tx)
+        .lower(params, tx.init(params), cpu_suite.shard(x, rank), cpu_suite.shard(y, rank))
+        .as_text()
+    )
     calls = hlo.count("custom_call @lockstep_collective(")  # StableHLO text
     assert calls == 1, f"a jitted step's gradients took {calls} custom calls, expected one for the whole pytree"
     print(f"rank {rank}: the gradient pytree of a jitted step is one custom call", flush=True)

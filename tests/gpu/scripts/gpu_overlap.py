@@ -16,10 +16,10 @@ host at once while the NCCL kernels wait for that rank's GPU.
 import time
 
 import torch
-
-import lockstep.torch as hvd
 from gpu_checks import assert_gpu_result, start
 from rank_checks import run_main
+
+import lockstep.torch as hvd
 
 SLEEP_CYCLES = 2_000_000_000  # about a second of GPU time
 ELEMENTS = 1 << 20
@@ -68,8 +68,10 @@ def check_work_before_synchronize_is_not_held(rank, size, device):
     torch.cuda.synchronize()
     total = float(size * (size + 1) // 2)
     assert_gpu_result(consumed, torch.full((ELEMENTS,), total), "consumed after synchronize()", device)
-    assert overlapped, ("work queued on the submitting stream before synchronize() waited for the "
-                        "collective: the stream was ordered at completion, not at synchronize()")
+    assert overlapped, (
+        "work queued on the submitting stream before synchronize() waited for the "
+        "collective: the stream was ordered at completion, not at synchronize()"
+    )
     print(f"rank {rank}: backward-like work finished while the allreduce was in flight", flush=True)
 
 
@@ -83,8 +85,7 @@ def check_synchronize_under_another_stream(rank, size, device):
     torch.cuda.synchronize()
     per_rank = rows.shape[0]
     expected = torch.cat([torch.full((per_rank,), float(r) * 1024) for r in range(size)])
-    assert_gpu_result(checksum, expected, "allgather read on another stream than it was submitted on",
-                      device)
+    assert_gpu_result(checksum, expected, "allgather read on another stream than it was submitted on", device)
     print(f"rank {rank}: allgather synchronized under another stream is complete there", flush=True)
 
 

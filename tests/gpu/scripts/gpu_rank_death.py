@@ -7,10 +7,10 @@ import threading
 import time
 
 import torch
-
-import lockstep.torch as hvd
 from gpu_checks import start
 from rank_checks import run_main
+
+import lockstep.torch as hvd
 
 
 def main():

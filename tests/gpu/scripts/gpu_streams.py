@@ -12,10 +12,10 @@ import time
 
 import torch
 import torch.nn.functional as F
-
-import lockstep.torch as hvd
 from gpu_checks import assert_gpu_result, start
 from rank_checks import run_main
+
+import lockstep.torch as hvd
 
 # About half a second of GPU time on current parts (their clocks run at 1-2 GHz).
 SLEEP_CYCLES = 1_000_000_000
@@ -46,18 +46,23 @@ def check_late_gradient_on_side_stream(rank, size, device):
     total = float(size * (size + 1))
     assert_gpu_result(reduced, torch.full((1 << 20,), total), "late side-stream gradient", device)
     assert_gpu_result(doubled, torch.full((1 << 20,), total), "its consumer on the submitting stream")
-    assert still_busy, (f"the GPU was idle when synchronize() returned after {host_seconds:.3f} s: "
-                        "the host waited for the GPU")
-    print(f"rank {rank}: side-stream gradient: synchronize() returned after {host_seconds * 1e3:.1f} ms "
-          "with the GPU still sleeping", flush=True)
+    assert still_busy, (
+        f"the GPU was idle when synchronize() returned after {host_seconds:.3f} s: the host waited for the GPU"
+    )
+    print(
+        f"rank {rank}: side-stream gradient: synchronize() returned after {host_seconds * 1e3:.1f} ms "
+        "with the GPU still sleeping",
+        flush=True,
+    )
 
 
 def check_optimizer_step_without_host_syncs(rank, size, device):
     torch.manual_seed(3)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10)).to(device)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
-                                         named_parameters=model.named_parameters())
+    optimizer = hvd.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), named_parameters=model.named_parameters()
+    )
     images = torch.randn(16, 32, device=device) + rank
     labels = torch.arange(16, device=device) % 10
     optimizer.zero_grad()

@@ -6,11 +6,11 @@ on the GPU; grouped and fp16-compressed gradients."""
 
 import torch
 import torch.nn.functional as F
-
-import lockstep.torch as hvd
 from gpu_checks import start
 from rank_checks import run_main
 from torch_checks import assert_close, assert_identical_across_ranks
+
+import lockstep.torch as hvd
 
 GLOBAL_BATCH = 24  # divisible by 1, 2 and 3 ranks
 STEPS = 8
@@ -49,8 +49,9 @@ def check_equivalent_to_full_batch_training(rank, size, device):
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     reference = Net(torch.nn.BatchNorm2d).to(device)
     reference.load_state_dict(model.state_dict())
-    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
-                                         named_parameters=model.named_parameters())
+    optimizer = hvd.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9), named_parameters=model.named_parameters()
+    )
     reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9)
     images, labels = full_batch(device)
     shard = GLOBAL_BATCH // size
@@ -87,12 +88,16 @@ def check_optimizer_state_broadcast(rank, size, device):
 
 
 def check_grouped_and_compressed_training(rank, size, device):
-    for label, options in [("groups=2", {"groups": 2}), ("fp16", {"compression": hvd.Compression.fp16}),
-                           ("bf16 groups", {"compression": hvd.Compression.bf16, "groups": 3})]:
+    for label, options in [
+        ("groups=2", {"groups": 2}),
+        ("fp16", {"compression": hvd.Compression.fp16}),
+        ("bf16 groups", {"compression": hvd.Compression.bf16, "groups": 3}),
+    ]:
         torch.manual_seed(77)
         model = Net(hvd.SyncBatchNorm).to(device)
-        optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05),
-                                             named_parameters=model.named_parameters(), **options)
+        optimizer = hvd.DistributedOptimizer(
+            torch.optim.SGD(model.parameters(), lr=0.05), named_parameters=model.named_parameters(), **options
+        )
         images, labels = full_batch(device)
         shard = GLOBAL_BATCH // size
         mine = slice(rank * shard, (rank + 1) * shard)

@@ -5,8 +5,6 @@ import time
 import warnings
 
 import numpy as np
-
-import lockstep.numpy as hvd
 from rank_checks import (
     ALL_DTYPES,
     BOOL,
@@ -21,6 +19,8 @@ from rank_checks import (
     rank_values,
     run_main,
 )
+
+import lockstep.numpy as hvd
 
 OPS = {"Sum": hvd.Sum, "Average": hvd.Average, "Min": hvd.Min, "Max": hvd.Max, "Product": hvd.Product}
 SHAPES = [(17,), (3, 4), (), (0,), (2, 0, 3)]
@@ -85,8 +85,11 @@ def check_scaling(rank, size):
 
 def check_defaults_and_deprecated_average(rank, size):
     inputs = [average_values(np.dtype(np.float32), (6,), r, size) for r in range(size)]
-    assert_equal(hvd.allreduce(inputs[rank]), expected_reduction(inputs, np.dtype(np.float32), "Average", size),
-                 "allreduce default op is Average")
+    assert_equal(
+        hvd.allreduce(inputs[rank]),
+        expected_reduction(inputs, np.dtype(np.float32), "Average", size),
+        "allreduce default op is Average",
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         summed = hvd.allreduce(inputs[rank], average=False, name="deprecated.average.false")
@@ -134,8 +137,11 @@ def check_in_place(rank, size):
     expect_error(ValueError, ["read-only"], hvd.allreduce_, read_only)
     expect_error(TypeError, ["ndarray", "in-place"], hvd.allreduce_, np.float32(1.0))
     column = np.ones((4, 4), np.float32)[:, 1]  # non-contiguous: reduced as a copy, written back
-    assert_equal(hvd.synchronize(hvd.allreduce_async_(column, op=hvd.Sum)), np.full(4, size, np.float32),
-                 "allreduce_async_ of a column")
+    assert_equal(
+        hvd.synchronize(hvd.allreduce_async_(column, op=hvd.Sum)),
+        np.full(4, size, np.float32),
+        "allreduce_async_ of a column",
+    )
 
 
 def check_large_tensors(rank, size):
@@ -151,12 +157,19 @@ def check_large_tensors(rank, size):
             pending.add(handle, expected_reduction(inputs, dtype, op_name, size), inputs[rank], what)
     pending.check_all()
     inputs = inputs_for(np.dtype(np.float32), (300001,), "Sum", size)  # 3 chunks, the last one odd
-    assert_equal(hvd.allreduce(inputs[rank], op=hvd.Sum, name="large.chunks"),
-                 expected_reduction(inputs, np.dtype(np.float32), "Sum", size), "multi-chunk allreduce")
+    assert_equal(
+        hvd.allreduce(inputs[rank], op=hvd.Sum, name="large.chunks"),
+        expected_reduction(inputs, np.dtype(np.float32), "Sum", size),
+        "multi-chunk allreduce",
+    )
     burst = [inputs_for(np.dtype(np.float64), (25000 + i,), "Average", size) for i in range(8)]  # fused
     for i, inputs in enumerate(burst):
-        pending.add(hvd.allreduce_async(inputs[rank], name=f"large.burst.{i}"),
-                    expected_reduction(inputs, np.dtype(np.float64), "Average", size), inputs[rank], f"burst {i}")
+        pending.add(
+            hvd.allreduce_async(inputs[rank], name=f"large.burst.{i}"),
+            expected_reduction(inputs, np.dtype(np.float64), "Average", size),
+            inputs[rank],
+            f"burst {i}",
+        )
     pending.check_all()
 
 
@@ -183,8 +196,14 @@ def check_compression(rank, size):
 
 
 def check_grouped(rank, size):
-    shapes_dtypes = [((5,), np.dtype(np.float32)), ((2, 3), np.dtype(np.int32)), ((), np.dtype(np.float64)),
-                     ((0,), np.dtype(np.float32)), ((7,), INTEGER_DTYPES[0]), ((4,), FLOAT_DTYPES[1])]
+    shapes_dtypes = [
+        ((5,), np.dtype(np.float32)),
+        ((2, 3), np.dtype(np.int32)),
+        ((), np.dtype(np.float64)),
+        ((0,), np.dtype(np.float32)),
+        ((7,), INTEGER_DTYPES[0]),
+        ((4,), FLOAT_DTYPES[1]),
+    ]
     for op_name in ("Sum", "Average", "Max"):
         per_tensor = [inputs_for(dtype, shape, op_name, size) for shape, dtype in shapes_dtypes]
         mine = [inputs[rank] for inputs in per_tensor]

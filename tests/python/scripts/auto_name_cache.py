@@ -5,9 +5,9 @@ Values are checked exactly throughout, including when an automatic name comes ba
 with another shape (the cached response must be replaced, not reused)."""
 
 import numpy as np
+from rank_checks import assert_equal, run_main
 
 import lockstep.numpy as hvd
-from rank_checks import assert_equal, run_main
 
 PASSES = 20
 
@@ -16,8 +16,9 @@ def synchronous_ops(rank, size, step):
     summed = hvd.allreduce(np.full(6, rank + step, np.int32), op=hvd.Sum)
     assert_equal(summed, np.full(6, sum(range(size)) + size * step, np.int32), f"allreduce pass {step}")
     gathered = hvd.allgather(np.full((2, 3), rank, np.float32))
-    assert_equal(gathered, np.repeat(np.arange(size, dtype=np.float32), 6).reshape(2 * size, 3),
-                 f"allgather pass {step}")
+    assert_equal(
+        gathered, np.repeat(np.arange(size, dtype=np.float32), 6).reshape(2 * size, 3), f"allgather pass {step}"
+    )
     root = size - 1  # a root that changed would be a new response, not a cache hit
     shared = hvd.broadcast(np.full(4, rank * 10 + step, np.int64), root_rank=root)
     assert_equal(shared, np.full(4, root * 10 + step, np.int64), f"broadcast pass {step}")
@@ -32,8 +33,10 @@ def asynchronous_burst(rank, size, step):
 
 
 def cache_use(stats_before, stats_after):
-    return (stats_after["cached_responses"] - stats_before["cached_responses"],
-            stats_after["negotiated_responses"] - stats_before["negotiated_responses"])
+    return (
+        stats_after["cached_responses"] - stats_before["cached_responses"],
+        stats_after["negotiated_responses"] - stats_before["negotiated_responses"],
+    )
 
 
 def main():
@@ -48,7 +51,8 @@ def main():
     cached, negotiated = cache_use(before, hvd.engine_stats())
     ops = (PASSES - 1) * 8
     assert cached == ops and negotiated == 0, (
-        f"repeated unnamed ops: {cached} of {ops} served from the cache, {negotiated} negotiated")
+        f"repeated unnamed ops: {cached} of {ops} served from the cache, {negotiated} negotiated"
+    )
 
     # The same automatic name with a new shape each call: exact every time.
     for length in range(1, 6):

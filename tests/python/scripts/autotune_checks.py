@@ -3,9 +3,9 @@ size, fusion threshold, cycle time and the shared-memory switch between cycles, 
 the tuning ends (the test reads the CSV log and the ranks' final settings)."""
 
 import numpy as np
+from rank_checks import assert_equal, run_main
 
 import lockstep.numpy as hvd
-from rank_checks import assert_equal, run_main
 
 STEPS = 150
 

@@ -20,13 +20,12 @@ import sys
 import threading
 
 import numpy as np
-
 from rank_checks import expect_error, run_main
 
 FRONTEND = sys.argv[1] if len(sys.argv) > 1 else "numpy"
 if FRONTEND == "torch":
-    import torch_checks  # noqa: F401 - one thread per rank before torch loads
     import torch
+    import torch_checks  # noqa: F401 - one thread per rank before torch loads
 
     import lockstep.torch as hvd
 else:
@@ -35,8 +34,18 @@ else:
 CLEAR_ERRORS = (TypeError, ValueError, RuntimeError, NotImplementedError)
 # Functions that take no arguments, change the process's state, or write files
 # (process sets: tests/python/test_process_sets.py covers their bad arguments).
-SKIPPED = {"init", "shutdown", "join", "barrier", "start_timeline", "stop_timeline", "SyncBatchNorm",
-           "is_initialized", "add_process_set", "remove_process_set"}
+SKIPPED = {
+    "init",
+    "shutdown",
+    "join",
+    "barrier",
+    "start_timeline",
+    "stop_timeline",
+    "SyncBatchNorm",
+    "is_initialized",
+    "add_process_set",
+    "remove_process_set",
+}
 
 
 def tensor(values=(1.0, 2.0, 3.0, 4.0, 5.0, 6.0), dtype="float32"):
@@ -46,20 +55,42 @@ def tensor(values=(1.0, 2.0, 3.0, 4.0, 5.0, 6.0), dtype="float32"):
 
 def bad_values():
     values = {
-        "None": None, "str": "x", "empty str": "", "negative int": -1, "huge int": 2**70, "float": 1.5,
-        "nan": math.nan, "inf": math.inf, "bool": True, "list": [1, 2], "nested list": [[1], [2, 3]],
-        "dict": {"a": 1}, "object": object(), "bytes": b"ab", "function": len, "lock": threading.Lock(),
-        "complex array": np.ones(3, np.complex64), "uint32 array": np.ones(3, np.uint32),
-        "0-d array": np.array(1.0, np.float32), "empty array": np.ones((0, 3), np.float32),
-        "3-d array": np.ones((2, 3, 4), np.float32), "numpy int": np.int64(1), "negative numpy": np.int32(-5),
+        "None": None,
+        "str": "x",
+        "empty str": "",
+        "negative int": -1,
+        "huge int": 2**70,
+        "float": 1.5,
+        "nan": math.nan,
+        "inf": math.inf,
+        "bool": True,
+        "list": [1, 2],
+        "nested list": [[1], [2, 3]],
+        "dict": {"a": 1},
+        "object": object(),
+        "bytes": b"ab",
+        "function": len,
+        "lock": threading.Lock(),
+        "complex array": np.ones(3, np.complex64),
+        "uint32 array": np.ones(3, np.uint32),
+        "0-d array": np.array(1.0, np.float32),
+        "empty array": np.ones((0, 3), np.float32),
+        "3-d array": np.ones((2, 3, 4), np.float32),
+        "numpy int": np.int64(1),
+        "negative numpy": np.int32(-5),
     }
     if FRONTEND == "torch":
-        values.update({
-            "complex tensor": torch.ones(3, dtype=torch.complex64), "0-d tensor": torch.tensor(1.0),
-            "empty tensor": torch.ones(0, 3), "sparse tensor": torch.ones(2, 2).to_sparse(),
-            "grad leaf": torch.ones(3, requires_grad=True), "meta tensor": torch.empty(3, device="meta"),
-            "int tensor": torch.tensor([1, 2], dtype=torch.int32),
-        })
+        values.update(
+            {
+                "complex tensor": torch.ones(3, dtype=torch.complex64),
+                "0-d tensor": torch.tensor(1.0),
+                "empty tensor": torch.ones(0, 3),
+                "sparse tensor": torch.ones(2, 2).to_sparse(),
+                "grad leaf": torch.ones(3, requires_grad=True),
+                "meta tensor": torch.empty(3, device="meta"),
+                "int tensor": torch.tensor([1, 2], dtype=torch.int32),
+            }
+        )
     return values
 
 
@@ -68,10 +99,26 @@ def good_arguments(size):
     t = tensor
     rows = lambda: tensor(np.arange(size * 2 * 3), "float32").reshape(size * 2, 3)  # noqa: E731
     common = {
-        "allreduce": lambda: ((t(),), {"name": None, "op": hvd.Sum, "prescale_factor": 1.0,
-                                       "postscale_factor": 1.0, "compression": hvd.Compression.none}),
-        "allreduce_async": lambda: ((t(),), {"name": None, "op": hvd.Sum, "prescale_factor": 1.0,
-                                             "postscale_factor": 1.0, "compression": hvd.Compression.none}),
+        "allreduce": lambda: (
+            (t(),),
+            {
+                "name": None,
+                "op": hvd.Sum,
+                "prescale_factor": 1.0,
+                "postscale_factor": 1.0,
+                "compression": hvd.Compression.none,
+            },
+        ),
+        "allreduce_async": lambda: (
+            (t(),),
+            {
+                "name": None,
+                "op": hvd.Sum,
+                "prescale_factor": 1.0,
+                "postscale_factor": 1.0,
+                "compression": hvd.Compression.none,
+            },
+        ),
         "allreduce_": lambda: ((t(),), {"name": None, "op": hvd.Sum, "prescale_factor": 1.0, "postscale_factor": 1.0}),
         "allreduce_async_": lambda: ((t(),), {"name": None, "op": hvd.Sum}),
         "grouped_allreduce": lambda: (([t(), t()],), {"name": None, "op": hvd.Sum}),
@@ -94,18 +141,27 @@ def good_arguments(size):
         "grouped_reducescatter_async": lambda: (([rows(), rows()],), {"name": None, "op": hvd.Sum}),
     }
     if FRONTEND == "torch":
-        common.update({
-            "broadcast_": lambda: ((t(), 0), {"name": None}),
-            "broadcast_async_": lambda: ((t(), 0), {"name": None}),
-            "grouped_allreduce_": lambda: (([t(), t()],), {"name": None, "op": hvd.Sum}),
-            "grouped_allreduce_async_": lambda: (([t(), t()],), {"name": None, "op": hvd.Sum}),
-            "sparse_allreduce_async": lambda: ((t().reshape(2, 3).to_sparse(), "sparse.in"), {"op": hvd.Sum}),
-            "broadcast_parameters": lambda: (({"w": t()},), {"root_rank": 0}),
-            "broadcast_optimizer_state": lambda: ((_optimizer(),), {"root_rank": 0}),
-            "DistributedOptimizer": lambda: ((_optimizer(),), {"named_parameters": None, "compression":
-                                                               hvd.Compression.none, "backward_passes_per_step": 1,
-                                                               "op": hvd.Average, "gradient_predivide_factor": 1.0}),
-        })
+        common.update(
+            {
+                "broadcast_": lambda: ((t(), 0), {"name": None}),
+                "broadcast_async_": lambda: ((t(), 0), {"name": None}),
+                "grouped_allreduce_": lambda: (([t(), t()],), {"name": None, "op": hvd.Sum}),
+                "grouped_allreduce_async_": lambda: (([t(), t()],), {"name": None, "op": hvd.Sum}),
+                "sparse_allreduce_async": lambda: ((t().reshape(2, 3).to_sparse(), "sparse.in"), {"op": hvd.Sum}),
+                "broadcast_parameters": lambda: (({"w": t()},), {"root_rank": 0}),
+                "broadcast_optimizer_state": lambda: ((_optimizer(),), {"root_rank": 0}),
+                "DistributedOptimizer": lambda: (
+                    (_optimizer(),),
+                    {
+                        "named_parameters": None,
+                        "compression": hvd.Compression.none,
+                        "backward_passes_per_step": 1,
+                        "op": hvd.Average,
+                        "gradient_predivide_factor": 1.0,
+                    },
+                ),
+            }
+        )
     return common
 
 
@@ -164,13 +220,19 @@ def comparable(result):
 
 def same(actual, expected):
     if isinstance(expected, np.ndarray):
-        return (isinstance(actual, np.ndarray) and actual.shape == expected.shape
-                and np.allclose(actual.astype(np.float64), expected.astype(np.float64), rtol=1e-6, equal_nan=True))
+        return (
+            isinstance(actual, np.ndarray)
+            and actual.shape == expected.shape
+            and np.allclose(actual.astype(np.float64), expected.astype(np.float64), rtol=1e-6, equal_nan=True)
+        )
     if isinstance(expected, list):
         return isinstance(actual, list) and len(actual) == len(expected) and all(map(same, actual, expected))
     if isinstance(expected, dict):
-        return isinstance(actual, dict) and actual.keys() == expected.keys() and all(
-            same(actual[key], expected[key]) for key in expected)
+        return (
+            isinstance(actual, dict)
+            and actual.keys() == expected.keys()
+            and all(same(actual[key], expected[key]) for key in expected)
+        )
     return actual == expected
 
 
@@ -196,11 +258,17 @@ def wrong_result(parameter, value, good, result):
 
 def sweep(rank, size):
     functions = good_arguments(size)
-    public = {name for name in dir(hvd) if not name.startswith("_") and callable(getattr(hvd, name))
-              and not isinstance(getattr(hvd, name), type)} - SKIPPED
-    untested = sorted(name for name in public - set(functions)
-                      if getattr(getattr(hvd, name), "__module__", "").startswith("lockstep")
-                      and inspect.signature(getattr(hvd, name)).parameters)
+    public = {
+        name
+        for name in dir(hvd)
+        if not name.startswith("_") and callable(getattr(hvd, name)) and not isinstance(getattr(hvd, name), type)
+    } - SKIPPED
+    untested = sorted(
+        name
+        for name in public - set(functions)
+        if getattr(getattr(hvd, name), "__module__", "").startswith("lockstep")
+        and inspect.signature(getattr(hvd, name)).parameters
+    )
     assert not untested, f"public functions with arguments this sweep does not cover: {untested}"
     problems, calls, accepted, checked = [], 0, 0, 0
     for name, make in sorted(functions.items()):
@@ -208,8 +276,11 @@ def sweep(rank, size):
         make = _only_accepted_keywords(function, make)
         args, kwargs = make()
         good = comparable(finish(function(*args, **kwargs)))  # the good arguments work
-        parameters = [p for p in inspect.signature(function).parameters.values()
-                      if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        parameters = [
+            p
+            for p in inspect.signature(function).parameters.values()
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
         for index, parameter in enumerate(parameters):
             for label, value in bad_values().items():
                 args, kwargs = make()
@@ -236,8 +307,11 @@ def sweep(rank, size):
         raise AssertionError("unclear errors or wrong results:\n" + "\n".join(problems))
     if checked == 0:
         raise AssertionError("no accepted call had its result checked")
-    print(f"rank {rank}: {FRONTEND}: {calls} calls with bad arguments, {accepted} accepted "
-          f"({checked} results checked), {calls - accepted} clear errors", flush=True)
+    print(
+        f"rank {rank}: {FRONTEND}: {calls} calls with bad arguments, {accepted} accepted "
+        f"({checked} results checked), {calls - accepted} clear errors",
+        flush=True,
+    )
 
 
 def check_still_working(rank, size, after):

@@ -5,9 +5,6 @@ import os
 import socket
 
 import numpy as np
-
-import lockstep
-import lockstep.numpy as hvd
 from rank_checks import (
     ALL_DTYPES,
     BOOL,
@@ -18,6 +15,9 @@ from rank_checks import (
     rank_values,
     run_main,
 )
+
+import lockstep
+import lockstep.numpy as hvd
 
 
 def encoded_rows(dtype, sender, rows, row_shape=(3,)):
@@ -85,7 +85,7 @@ def check_alltoall_even(rank, size):
     for dtype in ALL_DTYPES:
         sent = encoded_rows(dtype, rank, 2 * size)
         result = hvd.alltoall(sent, name=f"alltoall.even.{dtype.name}")
-        expected = np.concatenate([encoded_rows(dtype, s, 2 * size)[2 * rank:2 * rank + 2] for s in range(size)])
+        expected = np.concatenate([encoded_rows(dtype, s, 2 * size)[2 * rank : 2 * rank + 2] for s in range(size)])
         assert_equal(result, expected, f"alltoall without splits {dtype.name}")
         assert not isinstance(result, tuple), "alltoall without splits returns only the array"
 
@@ -105,7 +105,7 @@ def check_alltoall_splits(rank, size):
                 sender_splits = uneven_splits(sender, size)
                 start = sum(sender_splits[:rank])
                 rows = encoded_rows(dtype, sender, sum(sender_splits), row_shape)
-                pieces.append(rows[start:start + sender_splits[rank]])
+                pieces.append(rows[start : start + sender_splits[rank]])
             what = f"alltoall with splits {dtype.name} {row_shape}"
             assert_equal(result, np.concatenate(pieces), what)
             expected_splits = np.array([uneven_splits(s, size)[rank] for s in range(size)], np.int32)
@@ -132,18 +132,22 @@ def check_reducescatter(rank, size):
                 full = expected_reduction(inputs, dtype, op_name, size)
                 counts = scatter_counts(rows, size)
                 start = sum(counts[:rank])
-                assert_equal(result, full[start:start + counts[rank]], what)
+                assert_equal(result, full[start : start + counts[rank]], what)
     for dtype in NUMERIC_DTYPES:
         inputs = [rank_values(dtype, (size + 2,), r) for r in range(size)]
         handle = hvd.reducescatter_async(inputs[rank], op=hvd.Sum, prescale_factor=2.0, postscale_factor=3.0)
         full = expected_reduction(inputs, dtype, "Sum", size, 2.0, 3.0)
         counts = scatter_counts(size + 2, size)
         start = sum(counts[:rank])
-        assert_equal(hvd.synchronize(handle), full[start:start + counts[rank]], f"scaled reducescatter {dtype.name}")
+        assert_equal(hvd.synchronize(handle), full[start : start + counts[rank]], f"scaled reducescatter {dtype.name}")
     default = hvd.reducescatter(average_values(np.dtype(np.float32), (size,), rank, size))
-    expected = expected_reduction([average_values(np.dtype(np.float32), (size,), r, size) for r in range(size)],
-                                  np.dtype(np.float32), "Average", size)
-    assert_equal(default, expected[rank:rank + 1], "reducescatter defaults to Average")
+    expected = expected_reduction(
+        [average_values(np.dtype(np.float32), (size,), r, size) for r in range(size)],
+        np.dtype(np.float32),
+        "Average",
+        size,
+    )
+    assert_equal(default, expected[rank : rank + 1], "reducescatter defaults to Average")
 
 
 def check_barrier_and_objects(rank, size):

@@ -39,8 +39,9 @@ def dataset():
 
 
 def make_model():
-    model = keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(1, use_bias=False,
-                                                                          kernel_initializer="zeros")])
+    model = keras.Sequential(
+        [keras.Input((FEATURES,)), keras.layers.Dense(1, use_bias=False, kernel_initializer="zeros")]
+    )
     return model, keras.optimizers.SGD(0.05, momentum=0.5)
 
 
@@ -65,16 +66,21 @@ def run_fit(hvd, x, y):
                 print(f"[train] size {hvd.size()} epoch {state.epoch} commits {state.epoch}", flush=True)
             time.sleep(STEP_SECONDS)
 
-    callbacks = [hvd.elastic.UpdateEpochStateCallback(state), hvd.elastic.UpdateBatchStateCallback(state),
-                 hvd.elastic.CommitStateCallback(state, batches_per_commit=1000), Progress()]
+    callbacks = [
+        hvd.elastic.UpdateEpochStateCallback(state),
+        hvd.elastic.UpdateBatchStateCallback(state),
+        hvd.elastic.CommitStateCallback(state, batches_per_commit=1000),
+        Progress(),
+    ]
 
     @hvd.elastic.run
     def train(state):
         if hvd.rank() == 0:
             print(f"[train] start size {hvd.size()} commits {state.epoch} epoch {state.epoch}", flush=True)
         xs, ys = shard(x, y, hvd.rank(), hvd.size())
-        state.model.fit(xs, ys, batch_size=BATCH, epochs=EPOCHS - state.epoch, shuffle=False,
-                        callbacks=callbacks, verbose=0)
+        state.model.fit(
+            xs, ys, batch_size=BATCH, epochs=EPOCHS - state.epoch, shuffle=False, callbacks=callbacks, verbose=0
+        )
 
     train(state)
     return model
@@ -101,7 +107,7 @@ def run_loop(hvd, x, y):
             steps = math.ceil(len(xs) / BATCH)
             while state.batch < steps:
                 begin = state.batch * BATCH
-                step(xs[begin:begin + BATCH], ys[begin:begin + BATCH])
+                step(xs[begin : begin + BATCH], ys[begin : begin + BATCH])
                 if hvd.rank() == 0:
                     print(f"[train] size {hvd.size()} epoch {state.epoch} commits {state.commits}", flush=True)
                 time.sleep(STEP_SECONDS)
@@ -127,8 +133,9 @@ def run_elastic(mode):
     x, y = dataset()
     model = (run_fit if mode == "fit" else run_loop)(hvd, x, y)
     if rank == 0:
-        print("[result] " + json.dumps({"weights": model.get_weights()[0].flatten().tolist(), "size": size}),
-              flush=True)
+        print(
+            "[result] " + json.dumps({"weights": model.get_weights()[0].flatten().tolist(), "size": size}), flush=True
+        )
 
 
 def run_reference(mode, history):
@@ -145,7 +152,7 @@ def run_reference(mode, history):
         steps = math.ceil(len(shards[0][0]) / BATCH)
         while batch < steps:
             begin = batch * BATCH
-            gradients = [mse_gradient(model, xs[begin:begin + BATCH], ys[begin:begin + BATCH]) for xs, ys in shards]
+            gradients = [mse_gradient(model, xs[begin : begin + BATCH], ys[begin : begin + BATCH]) for xs, ys in shards]
             mean = [tf.add_n(list(parts)) / len(parts) for parts in zip(*gradients)]
             optimizer.apply_gradients(zip(mean, model.trainable_variables))
             batch += 1

@@ -56,7 +56,7 @@ def epoch_loop(state, world, inputs, targets):
         shares = world.shares(state.sampler)
         steps = math.ceil(len(shares[0]) / BATCH)
         for step in range(steps):
-            batches = [share[step * BATCH:(step + 1) * BATCH] for share in shares]
+            batches = [share[step * BATCH : (step + 1) * BATCH] for share in shares]
             world.step(state, batches, inputs, targets)
             state.sampler.record_batch(step, BATCH)
             if step % COMMIT_EVERY == COMMIT_EVERY - 1 and world.commit(state):
@@ -84,8 +84,9 @@ def run_elastic():
     model, optimizer = make_model()
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
     sampler = hvd.elastic.ElasticSampler(range(SAMPLES), shuffle=True, seed=7)
-    state = hvd.elastic.TorchState(model, optimizer, sampler=sampler, epoch=0, commits=0,
-                                   trained=np.zeros(SAMPLES, np.int64))
+    state = hvd.elastic.TorchState(
+        model, optimizer, sampler=sampler, epoch=0, commits=0, trained=np.zeros(SAMPLES, np.int64)
+    )
 
     class World:
         trained_here = 0  # samples this process trained, for the test to see each host's share
@@ -120,8 +121,13 @@ def run_elastic():
     train(state)
     print(f"[share] rank {rank} host {socket.gethostname()} trained {World.trained_here}", flush=True)
     if rank == 0:
-        print("[result] " + json.dumps({"weights": model.weight.detach().flatten().tolist(),
-                                        "trained": state.trained.tolist(), "size": size}), flush=True)
+        print(
+            "[result] "
+            + json.dumps(
+                {"weights": model.weight.detach().flatten().tolist(), "trained": state.trained.tolist(), "size": size}
+            ),
+            flush=True,
+        )
 
 
 def run_reference(history):
@@ -166,8 +172,11 @@ def run_reference(history):
 
     while not epoch_loop(state, World(), inputs, targets):
         pass
-    print("[result] " + json.dumps({"weights": model.weight.detach().flatten().tolist(),
-                                    "trained": state.trained.tolist()}), flush=True)
+    print(
+        "[result] "
+        + json.dumps({"weights": model.weight.detach().flatten().tolist(), "trained": state.trained.tolist()}),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

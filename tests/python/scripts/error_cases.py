@@ -2,9 +2,9 @@
 every rank, without a hang, and collectives must work correctly afterwards."""
 
 import numpy as np
+from rank_checks import BFLOAT16, assert_equal, expect_error, run_main
 
 import lockstep.numpy as hvd
-from rank_checks import BFLOAT16, assert_equal, expect_error, run_main
 
 LockstepError = hvd.LockstepError
 
@@ -17,22 +17,48 @@ def check_still_working(rank, size, after):
 def check_mismatches(rank, size):
     odd = rank == size - 1  # one rank disagrees with the rest
     cases = [
-        ("mismatch.shape", ["shape"], lambda: hvd.allreduce(np.ones(4 if odd else 3, np.float32),
-                                                           name="mismatch.shape")),
-        ("mismatch.dtype", ["data type"], lambda: hvd.allreduce(np.ones(3, np.int32 if odd else np.float32),
-                                                               name="mismatch.dtype")),
-        ("mismatch.op", ["reduce op"], lambda: hvd.allreduce(np.ones(3, np.float32), name="mismatch.op",
-                                                            op=hvd.Max if odd else hvd.Sum)),
-        ("mismatch.prescale", ["prescale"], lambda: hvd.allreduce(np.ones(3, np.float32), name="mismatch.prescale",
-                                                                  prescale_factor=2.0 if odd else 1.0)),
-        ("mismatch.root", ["root"], lambda: hvd.broadcast(np.ones(3, np.float32), root_rank=1 if odd else 0,
-                                                          name="mismatch.root")),
-        ("mismatch.kind", ["operation"], lambda: (hvd.allgather if odd else hvd.allreduce)(
-            np.ones(3, np.float32), name="mismatch.kind")),
-        ("mismatch.rows", ["shape"], lambda: hvd.allgather(np.ones((2, 3 if odd else 2), np.float32),
-                                                           name="mismatch.rows")),
-        ("mismatch.scatter", ["shape"], lambda: hvd.reducescatter(np.ones((4 if odd else size, 2), np.float32),
-                                                                  name="mismatch.scatter")),
+        (
+            "mismatch.shape",
+            ["shape"],
+            lambda: hvd.allreduce(np.ones(4 if odd else 3, np.float32), name="mismatch.shape"),
+        ),
+        (
+            "mismatch.dtype",
+            ["data type"],
+            lambda: hvd.allreduce(np.ones(3, np.int32 if odd else np.float32), name="mismatch.dtype"),
+        ),
+        (
+            "mismatch.op",
+            ["reduce op"],
+            lambda: hvd.allreduce(np.ones(3, np.float32), name="mismatch.op", op=hvd.Max if odd else hvd.Sum),
+        ),
+        (
+            "mismatch.prescale",
+            ["prescale"],
+            lambda: hvd.allreduce(
+                np.ones(3, np.float32), name="mismatch.prescale", prescale_factor=2.0 if odd else 1.0
+            ),
+        ),
+        (
+            "mismatch.root",
+            ["root"],
+            lambda: hvd.broadcast(np.ones(3, np.float32), root_rank=1 if odd else 0, name="mismatch.root"),
+        ),
+        (
+            "mismatch.kind",
+            ["operation"],
+            lambda: (hvd.allgather if odd else hvd.allreduce)(np.ones(3, np.float32), name="mismatch.kind"),
+        ),
+        (
+            "mismatch.rows",
+            ["shape"],
+            lambda: hvd.allgather(np.ones((2, 3 if odd else 2), np.float32), name="mismatch.rows"),
+        ),
+        (
+            "mismatch.scatter",
+            ["shape"],
+            lambda: hvd.reducescatter(np.ones((4 if odd else size, 2), np.float32), name="mismatch.scatter"),
+        ),
     ]
     for name, fragments, submit in cases:
         expect_error(LockstepError, [name] + fragments, submit)
@@ -116,13 +142,19 @@ def check_non_contiguous(rank, size):
     refused."""
     base = np.arange(24, dtype=np.float32).reshape(4, 6) + rank
     total = sum(np.arange(24, dtype=np.float32).reshape(4, 6) + r for r in range(size))
-    for label, view, want in [("strided", base[:, ::2], total[:, ::2]), ("transposed", base.T, total.T),
-                              ("reversed", base[::-1], total[::-1])]:
+    for label, view, want in [
+        ("strided", base[:, ::2], total[:, ::2]),
+        ("transposed", base.T, total.T),
+        ("reversed", base[::-1], total[::-1]),
+    ]:
         untouched = view.copy()
         assert_equal(hvd.allreduce(view, op=hvd.Sum, name=f"nc.{label}"), want, f"allreduce of a {label} view")
         assert_equal(view, untouched, f"the {label} input is untouched")
-        assert_equal(hvd.allgather(view, name=f"nc.gather.{label}"),
-                     np.concatenate([view - rank + r for r in range(size)]), f"allgather of a {label} view")
+        assert_equal(
+            hvd.allgather(view, name=f"nc.gather.{label}"),
+            np.concatenate([view - rank + r for r in range(size)]),
+            f"allgather of a {label} view",
+        )
         assert_equal(hvd.broadcast(view, 0, name=f"nc.bcast.{label}"), view - rank, f"broadcast of a {label} view")
     target = np.zeros((4, 6), np.int32)
     view = target[:, 1::2]

@@ -21,9 +21,9 @@ import threading
 import time
 
 import numpy as np
+from rank_checks import assert_equal, expect_error, run_main
 
 import lockstep.numpy as hvd
-from rank_checks import assert_equal, expect_error, run_main
 
 KILLED_RANK = 1
 
@@ -57,8 +57,7 @@ def collective(kind, rank, size):
         out = hvd.allgather(np.full((rank + 1, 1024), rank, np.int64), name="f.ag")
         assert out.shape == (size * (size + 1) // 2, 1024), out.shape
     elif kind == "broadcast":
-        assert_equal(hvd.broadcast(np.full(1 << 16, rank, np.float64), 0, name="f.bc"),
-                     np.zeros(1 << 16), "broadcast")
+        assert_equal(hvd.broadcast(np.full(1 << 16, rank, np.float64), 0, name="f.bc"), np.zeros(1 << 16), "broadcast")
     elif kind == "alltoall":
         out = hvd.alltoall(np.full((size * 512, 4), rank, np.int32), name="f.a2a")
         assert out.shape == (size * 512, 4), out.shape
@@ -124,7 +123,7 @@ def shutdown_from_thread(rank, size):
     waited = time.monotonic() - started
     stopper.join()
     assert waited < 30, f"the pending handles failed only after {waited:.1f} s"
-    assert all(f"lonely." in str(e) for e in errors), f"the errors name the tensors: {errors}"
+    assert all("lonely." in str(e) for e in errors), f"the errors name the tensors: {errors}"
     expect_error(ValueError, ["shut down"], hvd.allreduce, np.ones(2, np.float32))
     hvd.init()
     shutdown_with_collectives_running(rank, size)
@@ -171,11 +170,13 @@ def forked_child(rank, size):
         os.close(read_end)
         messages = []
         try:
-            for call in (lambda: hvd.allreduce(np.ones(2, np.float32), name="in.child"),
-                         lambda: hvd.allreduce_async(np.ones(2, np.float32)),
-                         lambda: hvd.rank(),
-                         lambda: hvd.synchronize(pending),
-                         lambda: hvd.init()):
+            for call in (
+                lambda: hvd.allreduce(np.ones(2, np.float32), name="in.child"),
+                lambda: hvd.allreduce_async(np.ones(2, np.float32)),
+                lambda: hvd.rank(),
+                lambda: hvd.synchronize(pending),
+                lambda: hvd.init(),
+            ):
                 try:
                     call()
                     messages.append("UNEXPECTED: a lockstep call worked in the child")
@@ -213,8 +214,9 @@ def huge_allgather(rank, size):
     physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     rows = physical // (2 * 4096) + 4096  # any 2 ranks together exceed the memory
     huge = np.empty((rows, 4096), np.uint8)  # never written, so never resident
-    error = expect_error(hvd.LockstepError, ["allgather", "huge.gather", "memory"], hvd.allgather, huge,
-                         name="huge.gather")
+    error = expect_error(
+        hvd.LockstepError, ["allgather", "huge.gather", "memory"], hvd.allgather, huge, name="huge.gather"
+    )
     del huge
     print(f"rank {rank}: huge allgather: {type(error).__name__}: {error}", flush=True)
     result = hvd.allgather(np.full((2, 2), rank, np.int16), name="after.huge")
@@ -238,10 +240,15 @@ def failing_finish(rank, size):
     decompress) surfaces from the call that ran it; the engine keeps working and the
     name can be reused."""
     for _attempt in range(3):
-        expect_error(KeyError, ["user's decompress"], hvd.allreduce, np.ones(4, np.float32),
-                     name="user.callback", compression=FailingCompression)
-        handle = hvd.allreduce_async(np.ones(4, np.float32), name="user.callback.async",
-                                     compression=FailingCompression)
+        expect_error(
+            KeyError,
+            ["user's decompress"],
+            hvd.allreduce,
+            np.ones(4, np.float32),
+            name="user.callback",
+            compression=FailingCompression,
+        )
+        handle = hvd.allreduce_async(np.ones(4, np.float32), name="user.callback.async", compression=FailingCompression)
         expect_error(KeyError, ["user's decompress"], hvd.synchronize, handle)
     total = hvd.allreduce(np.full(4, rank, np.float32), op=hvd.Sum, name="user.callback")
     assert_equal(total, np.full(4, sum(range(size)), np.float32), "after the failing callbacks")

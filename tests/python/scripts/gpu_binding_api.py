@@ -5,10 +5,10 @@ OpSpec.stream, Result.device/data_ptr/nbytes, gpu_stream() before any GPU op."""
 import ctypes
 
 import numpy as np
+from rank_checks import assert_equal, run_main
 
 import lockstep.numpy as hvd
 from lockstep import _core
-from rank_checks import assert_equal, run_main
 
 
 def address(array):
@@ -23,14 +23,39 @@ def main():
     expected = np.full(4, size * (size + 1) // 2, np.int32)
 
     # Positional with a trailing stream (ignored for host tensors), then by keyword.
-    handle = _core.enqueue_op(_core.OpType.ALLREDUCE, "api.positional", _core.DataType.INT32, [4],
-                              address(data), address(out), _core.ReduceOp.SUM, 1.0, 1.0, 0, -1, 0, 0)
+    handle = _core.enqueue_op(
+        _core.OpType.ALLREDUCE,
+        "api.positional",
+        _core.DataType.INT32,
+        [4],
+        address(data),
+        address(out),
+        _core.ReduceOp.SUM,
+        1.0,
+        1.0,
+        0,
+        -1,
+        0,
+        0,
+    )
     _core.wait(handle)
     assert_equal(out, expected, "enqueue_op with a stream argument")
     out[:] = 0
-    _core.run_op(op_type=_core.OpType.ALLREDUCE, name="api.keywords", dtype=_core.DataType.INT32, shape=[4],
-                 address=address(data), output_address=address(out), reduce_op=_core.ReduceOp.SUM,
-                 prescale=1.0, postscale=1.0, root_rank=0, device=-1, process_set_id=0, stream=0)
+    _core.run_op(
+        op_type=_core.OpType.ALLREDUCE,
+        name="api.keywords",
+        dtype=_core.DataType.INT32,
+        shape=[4],
+        address=address(data),
+        output_address=address(out),
+        reduce_op=_core.ReduceOp.SUM,
+        prescale=1.0,
+        postscale=1.0,
+        root_rank=0,
+        device=-1,
+        process_set_id=0,
+        stream=0,
+    )
     assert_equal(out, expected, "run_op by keyword")
 
     spec = _core.OpSpec()
@@ -41,21 +66,33 @@ def main():
     # A core-allocated host result: device -1, its address and size, and the buffer
     # protocol still works.
     rows = np.arange(3 * (rank + 1), dtype=np.float64).reshape(rank + 1, 3)
-    result = _core.run_op(_core.OpType.ALLGATHER, "api.allgather", _core.DataType.FLOAT64, [rank + 1, 3],
-                          address(rows), 0, _core.ReduceOp.SUM, 1.0, 1.0, 0, -1, 0)
+    result = _core.run_op(
+        _core.OpType.ALLGATHER,
+        "api.allgather",
+        _core.DataType.FLOAT64,
+        [rank + 1, 3],
+        address(rows),
+        0,
+        _core.ReduceOp.SUM,
+        1.0,
+        1.0,
+        0,
+        -1,
+        0,
+    )
     total_rows = size * (size + 1) // 2
     assert result.device == -1, f"host result on device {result.device}"
     assert result.nbytes == total_rows * 3 * 8, f"nbytes {result.nbytes}"
     assert result.data_ptr != 0
-    through_pointer = np.ctypeslib.as_array(ctypes.cast(result.data_ptr, ctypes.POINTER(ctypes.c_double)),
-                                            shape=(total_rows * 3,))
+    through_pointer = np.ctypeslib.as_array(
+        ctypes.cast(result.data_ptr, ctypes.POINTER(ctypes.c_double)), shape=(total_rows * 3,)
+    )
     through_buffer = np.frombuffer(memoryview(result), np.float64)
     assert_equal(through_pointer, through_buffer, "data_ptr and the buffer protocol see the same bytes")
     expected_rows = np.concatenate([np.arange(3 * (r + 1), dtype=np.float64) for r in range(size)])
     assert_equal(through_buffer, expected_rows, "allgather result")
 
-    assert _core.gpu_stream(0) == 0 and _core.gpu_stream(0, process_set_id=0) == 0, \
-        "no GPU stream before a GPU op"
+    assert _core.gpu_stream(0) == 0 and _core.gpu_stream(0, process_set_id=0) == 0, "no GPU stream before a GPU op"
     hvd.shutdown()
 
 

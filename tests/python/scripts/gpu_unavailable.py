@@ -2,10 +2,10 @@
 with a message naming what is missing, and the job keeps working afterwards."""
 
 import numpy as np
+from rank_checks import assert_equal, expect_error, run_main
 
 import lockstep.numpy as hvd
 from lockstep import _core
-from rank_checks import assert_equal, expect_error, run_main
 
 
 def main():
@@ -15,11 +15,28 @@ def main():
     assert problem, "run only where GPU collectives cannot run"
     data = np.zeros(4, np.float32)
     address = data.__array_interface__["data"][0]
-    expect_error(hvd.InvalidArgumentError, ["is on GPU 0, but", problem], _core.enqueue_op,
-                 _core.OpType.ALLREDUCE, "gpu.tensor", _core.DataType.FLOAT32, [4], address, address,
-                 _core.ReduceOp.SUM, 1.0, 1.0, 0, 0, 0)
-    assert_equal(hvd.allreduce(np.full(3, rank, np.int32), op=hvd.Sum), np.full(3, sum(range(size)), np.int32),
-                 "a CPU allreduce after the refused GPU tensor")
+    expect_error(
+        hvd.InvalidArgumentError,
+        ["is on GPU 0, but", problem],
+        _core.enqueue_op,
+        _core.OpType.ALLREDUCE,
+        "gpu.tensor",
+        _core.DataType.FLOAT32,
+        [4],
+        address,
+        address,
+        _core.ReduceOp.SUM,
+        1.0,
+        1.0,
+        0,
+        0,
+        0,
+    )
+    assert_equal(
+        hvd.allreduce(np.full(3, rank, np.int32), op=hvd.Sum),
+        np.full(3, sum(range(size)), np.int32),
+        "a CPU allreduce after the refused GPU tensor",
+    )
     hvd.shutdown()
 
 

@@ -9,8 +9,6 @@ jax.config.update("jax_enable_x64", True)  # int64 and float64 arrays exist only
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-
-import lockstep.jax as hvd  # noqa: E402
 from data_movement import encoded_rows, scatter_counts, uneven_splits  # noqa: E402
 from rank_checks import (  # noqa: E402
     ALL_DTYPES,
@@ -24,6 +22,8 @@ from rank_checks import (  # noqa: E402
     rank_values,
     run_main,
 )
+
+import lockstep.jax as hvd  # noqa: E402
 
 OPS = {"Sum": hvd.Sum, "Average": hvd.Average, "Min": hvd.Min, "Max": hvd.Max, "Product": hvd.Product}
 
@@ -45,30 +45,51 @@ def allreduce_cases(size):
     """(key, input on each rank, op, prescale, postscale, expected) for every dtype x op, and scaling."""
     cases = []
     for dtype in ALL_DTYPES:
-        for op_name in (["Sum", "Min", "Max", "Product"] if dtype == BOOL else list(OPS)):
+        for op_name in ["Sum", "Min", "Max", "Product"] if dtype == BOOL else list(OPS):
             for shape in [(3, 4), ()]:
                 inputs = inputs_for(dtype, shape, op_name, size)
-                cases.append((f"{dtype.name} {op_name} {shape}", inputs, op_name, 1.0, 1.0,
-                              expected_reduction(inputs, dtype, op_name, size)))
+                cases.append(
+                    (
+                        f"{dtype.name} {op_name} {shape}",
+                        inputs,
+                        op_name,
+                        1.0,
+                        1.0,
+                        expected_reduction(inputs, dtype, op_name, size),
+                    )
+                )
     for dtype in NUMERIC_DTYPES:
         prescale, postscale = (0.5, 4.0) if dtype in FLOAT_DTYPES else (2.0, 3.0)
         inputs = inputs_for(dtype, (5,), "Sum", size)
-        cases.append((f"{dtype.name} Sum scaled", inputs, "Sum", prescale, postscale,
-                      expected_reduction(inputs, dtype, "Sum", size, prescale, postscale)))
+        cases.append(
+            (
+                f"{dtype.name} Sum scaled",
+                inputs,
+                "Sum",
+                prescale,
+                postscale,
+                expected_reduction(inputs, dtype, "Sum", size, prescale, postscale),
+            )
+        )
     return cases
 
 
 def check_allreduce(rank, size):
     cases = allreduce_cases(size)
     for key, inputs, op_name, pre, post, expected in cases:
-        check(hvd.allreduce(jnp.asarray(inputs[rank]), op=OPS[op_name], prescale_factor=pre,
-                            postscale_factor=post), expected, f"eager allreduce {key}")
+        check(
+            hvd.allreduce(jnp.asarray(inputs[rank]), op=OPS[op_name], prescale_factor=pre, postscale_factor=post),
+            expected,
+            f"eager allreduce {key}",
+        )
 
     # Every case in one jitted function: independent collectives XLA may order freely.
     @jax.jit
     def all_cases(xs):
-        return [hvd.allreduce(x, op=OPS[op_name], prescale_factor=pre, postscale_factor=post)
-                for x, (_, _, op_name, pre, post, _) in zip(xs, cases)]
+        return [
+            hvd.allreduce(x, op=OPS[op_name], prescale_factor=pre, postscale_factor=post)
+            for x, (_, _, op_name, pre, post, _) in zip(xs, cases)
+        ]
 
     mine = [jnp.asarray(inputs[rank]) for _, inputs, *_ in cases]
     for repeat in range(3):
@@ -94,15 +115,18 @@ def check_scaling_matches_eager(rank, size):
 
     @jax.jit
     def alone(xs):
-        return [hvd.allreduce(x, op=op, prescale_factor=pre, postscale_factor=post)
-                for x, (_, _, op, pre, post) in zip(xs, cases)]
+        return [
+            hvd.allreduce(x, op=op, prescale_factor=pre, postscale_factor=post)
+            for x, (_, _, op, pre, post) in zip(xs, cases)
+        ]
 
     @jax.jit
     def grouped_in_place(xs):
         out = []
         for x, (_, _, op, pre, post) in zip(xs, cases):
-            out += mpi_ops.reduce_pytree([x * 1], None, hvd.Compression.none, op, pre, post,
-                                         hvd.global_process_set, in_place=True)
+            out += mpi_ops.reduce_pytree(
+                [x * 1], None, hvd.Compression.none, op, pre, post, hvd.global_process_set, in_place=True
+            )
         return out
 
     for how, function in (("alone", alone), ("grouped in place", grouped_in_place)):
@@ -112,11 +136,20 @@ def check_scaling_matches_eager(rank, size):
 
 
 def check_grouped_allreduce(rank, size):
-    tree = {"w": jnp.asarray(rank_values(np.dtype(np.float32), (4, 3), rank)),
-            "b": [jnp.asarray(rank_values(FLOAT_DTYPES[1], (3,), rank)), jnp.asarray(rank_values(np.dtype(np.int32), (2,), rank))]}
-    per_rank = [{"w": rank_values(np.dtype(np.float32), (4, 3), r),
-                 "b": [rank_values(FLOAT_DTYPES[1], (3,), r), rank_values(np.dtype(np.int32), (2,), r)]}
-                for r in range(size)]
+    tree = {
+        "w": jnp.asarray(rank_values(np.dtype(np.float32), (4, 3), rank)),
+        "b": [
+            jnp.asarray(rank_values(FLOAT_DTYPES[1], (3,), rank)),
+            jnp.asarray(rank_values(np.dtype(np.int32), (2,), rank)),
+        ],
+    }
+    per_rank = [
+        {
+            "w": rank_values(np.dtype(np.float32), (4, 3), r),
+            "b": [rank_values(FLOAT_DTYPES[1], (3,), r), rank_values(np.dtype(np.int32), (2,), r)],
+        }
+        for r in range(size)
+    ]
     expected = jax.tree.map(lambda *xs: expected_reduction(list(xs), xs[0].dtype, "Sum", size), *per_rank)
     for label, fn in [("eager", hvd.grouped_allreduce), ("jit", jax.jit(hvd.grouped_allreduce, static_argnames="op"))]:
         for repeat in range(2):
@@ -167,7 +200,7 @@ def expected_alltoall(d, rank, size, splits_of):
         splits = splits_of(sender)
         rows = encoded_rows(d, sender, sum(splits))
         start = sum(splits[:rank])
-        pieces.append(rows[start:start + splits[rank]])
+        pieces.append(rows[start : start + splits[rank]])
     return np.concatenate(pieces)
 
 
@@ -191,13 +224,13 @@ def check_alltoall(rank, size):
 
 def check_reducescatter(rank, size):
     for d in ALL_DTYPES:
-        for op_name in (["Sum"] if d == BOOL else ["Sum", "Average"]):
+        for op_name in ["Sum"] if d == BOOL else ["Sum", "Average"]:
             rows = 2 * size + 1
             make = average_values if op_name == "Average" else (lambda dt, s, r, n: rank_values(dt, s, r))
             inputs = [make(d, (rows, 3), r, size) for r in range(size)]
             counts = scatter_counts(rows, size)
             start = sum(counts[:rank])
-            expected = expected_reduction(inputs, d, op_name, size)[start:start + counts[rank]]
+            expected = expected_reduction(inputs, d, op_name, size)[start : start + counts[rank]]
             x = jnp.asarray(inputs[rank])
             check(hvd.reducescatter(x, op=OPS[op_name]), expected, f"eager reducescatter {d.name} {op_name}")
             jitted = jax.jit(lambda x, op=OPS[op_name]: hvd.reducescatter(x, op=op))
@@ -236,18 +269,41 @@ def check_vmap(rank, size):
         check(group[0], summed, f"vmap grouped_allreduce, batched member ({how})")
         check(group[1], np.full((batch, 4), size, np.int32), f"vmap grouped_allreduce, unbatched member ({how})")
         shared = wrap(jax.vmap(lambda v: hvd.broadcast(v, size - 1)))(x)
-        check(shared, np.stack([np.full((2 * size, 3), (size - 1) * 10 + b, np.float32) for b in range(batch)]),
-              f"vmap broadcast ({how})")
+        check(
+            shared,
+            np.stack([np.full((2 * size, 3), (size - 1) * 10 + b, np.float32) for b in range(batch)]),
+            f"vmap broadcast ({how})",
+        )
         gathered = wrap(jax.vmap(hvd.allgather))(x[:, :2])
-        check(gathered, np.stack([np.repeat(np.arange(size, dtype=np.float32) * 10 + b, 2 * 3).reshape(2 * size, 3)
-                                  for b in range(batch)]), f"vmap allgather ({how})")
+        check(
+            gathered,
+            np.stack(
+                [
+                    np.repeat(np.arange(size, dtype=np.float32) * 10 + b, 2 * 3).reshape(2 * size, 3)
+                    for b in range(batch)
+                ]
+            ),
+            f"vmap allgather ({how})",
+        )
         scattered = wrap(jax.vmap(lambda v: hvd.reducescatter(v, op=hvd.Sum)))(x)
         check(scattered, summed[:, :2], f"vmap reducescatter ({how})")
-        rows = jnp.stack([jnp.repeat(jnp.arange(size, dtype=jnp.float32) * 100 + rank * 10 + b, 2).reshape(2 * size, 1)
-                          for b in range(batch)])  # row pair i goes to rank i
+        rows = jnp.stack(
+            [
+                jnp.repeat(jnp.arange(size, dtype=jnp.float32) * 100 + rank * 10 + b, 2).reshape(2 * size, 1)
+                for b in range(batch)
+            ]
+        )  # row pair i goes to rank i
         exchanged = wrap(jax.vmap(hvd.alltoall))(rows)
-        check(exchanged, np.stack([np.repeat(np.arange(size, dtype=np.float32) * 10 + rank * 100 + b, 2)
-                                   .reshape(2 * size, 1) for b in range(batch)]), f"vmap alltoall ({how})")
+        check(
+            exchanged,
+            np.stack(
+                [
+                    np.repeat(np.arange(size, dtype=np.float32) * 10 + rank * 100 + b, 2).reshape(2 * size, 1)
+                    for b in range(batch)
+                ]
+            ),
+            f"vmap alltoall ({how})",
+        )
 
 
 def check_objects(rank, size):
@@ -259,9 +315,19 @@ def check_objects(rank, size):
 def main():
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
-    for check_fn in (check_allreduce, check_scaling_matches_eager, check_grouped_allreduce, check_allgather,
-                     check_broadcast, check_broadcast_of_unsigned_words, check_alltoall,
-                     check_reducescatter, check_gradients, check_vmap, check_objects):
+    for check_fn in (
+        check_allreduce,
+        check_scaling_matches_eager,
+        check_grouped_allreduce,
+        check_allgather,
+        check_broadcast,
+        check_broadcast_of_unsigned_words,
+        check_alltoall,
+        check_reducescatter,
+        check_gradients,
+        check_vmap,
+        check_objects,
+    ):
         check_fn(rank, size)
     hvd.shutdown()
 

@@ -10,11 +10,11 @@ import tempfile
 import jax
 import jax.numpy as jnp
 import numpy as np
+from rank_checks import assert_equal, expect_error, run_main
+from timeline_checks import read_timeline
 
 import lockstep.jax as hvd
 from lockstep.common.ops import BOOL_AVERAGE_ERROR, BOOL_SCALE_ERROR
-from rank_checks import assert_equal, expect_error, run_main
-from timeline_checks import read_timeline
 
 
 def check_mismatched_shapes_fail_everywhere(rank, size):
@@ -32,13 +32,16 @@ def check_mismatched_shapes_fail_everywhere(rank, size):
 def check_trace_time_errors(rank, size):
     x = jnp.ones((2 * size, 2), jnp.float32)
     expect_error(ValueError, ["received_splits"], jax.jit(lambda x: hvd.alltoall(x, splits=[2] * size)), x)
-    expect_error(ValueError, ["does not support reduce op max"],
-                 jax.jit(lambda x: hvd.reducescatter(x, op=hvd.Max)), x)
+    expect_error(ValueError, ["does not support reduce op max"], jax.jit(lambda x: hvd.reducescatter(x, op=hvd.Max)), x)
     expect_error(ValueError, ["sizes"], jax.jit(lambda x: hvd.allgather(x, sizes=[5] * size)), x)
     expect_error(ValueError, ["root_rank"], jax.jit(lambda x: hvd.broadcast(x, size)), x)
     for eager_only in ("barrier", "join"):
-        expect_error(RuntimeError, [f"{eager_only}() works eagerly only"],
-                     jax.jit(lambda x, f=getattr(hvd, eager_only): (f(), x)[1]), x)
+        expect_error(
+            RuntimeError,
+            [f"{eager_only}() works eagerly only"],
+            jax.jit(lambda x, f=getattr(hvd, eager_only): (f(), x)[1]),
+            x,
+        )
     expect_error(RuntimeError, ["eagerly only"], jax.jit(lambda x: (hvd.broadcast_object(1), x)[1]), x)
 
 
@@ -63,8 +66,11 @@ def check_back_to_back_dispatch(rank, size):
     for k, (sums, gathered, broadcast) in enumerate(runs):
         for i, s in enumerate(sums):
             assert_equal(np.asarray(s), np.full(5, sum(r + i + k for r in range(size)), np.float32), f"run {k} sum {i}")
-        assert_equal(np.asarray(gathered), np.concatenate([np.full(5, r + k, np.float32) for r in range(size)]),
-                     f"run {k} allgather")
+        assert_equal(
+            np.asarray(gathered),
+            np.concatenate([np.full(5, r + k, np.float32) for r in range(size)]),
+            f"run {k} allgather",
+        )
         assert_equal(np.asarray(broadcast), np.full(5, size - 1 + 1 + k, np.float32), f"run {k} broadcast")
 
 

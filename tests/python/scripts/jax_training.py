@@ -12,18 +12,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-
-import lockstep.jax as hvd
 from rank_checks import assert_equal, run_main
 from timeline_checks import fused_share, read_timeline
+
+import lockstep.jax as hvd
 
 FEATURES, HIDDEN, CLASSES, PER_RANK = 6, 16, 3, 8
 
 
 def init_params(seed):
     k1, k2 = jax.random.split(jax.random.PRNGKey(seed))
-    return {"dense1": {"w": jax.random.normal(k1, (FEATURES, HIDDEN)) * 0.3, "b": jnp.zeros(HIDDEN)},
-            "dense2": {"w": jax.random.normal(k2, (HIDDEN, CLASSES)) * 0.3, "b": jnp.zeros(CLASSES)}}
+    return {
+        "dense1": {"w": jax.random.normal(k1, (FEATURES, HIDDEN)) * 0.3, "b": jnp.zeros(HIDDEN)},
+        "dense2": {"w": jax.random.normal(k2, (HIDDEN, CLASSES)) * 0.3, "b": jnp.zeros(CLASSES)},
+    }
 
 
 def loss_fn(params, x, y):
@@ -46,17 +48,19 @@ def make_step(tx):
         loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
         updates, state = tx.update(grads, state, params)
         return optax.apply_updates(params, updates), state, loss
+
     return step
 
 
 def shard(x, rank):
-    return x[rank * PER_RANK:(rank + 1) * PER_RANK]
+    return x[rank * PER_RANK : (rank + 1) * PER_RANK]
 
 
 def check_broadcast_parameters(rank, size):
     params = hvd.broadcast_parameters(init_params(seed=100 + rank), root_rank=0)
-    jax.tree.map(lambda a, e: assert_equal(np.asarray(a), np.asarray(e), "broadcast_parameters"),
-                 params, init_params(seed=100))
+    jax.tree.map(
+        lambda a, e: assert_equal(np.asarray(a), np.asarray(e), "broadcast_parameters"), params, init_params(seed=100)
+    )
     state = optax.adam(1e-2).init(params)
     state = jax.jit(lambda s: hvd.broadcast_parameters(s, root_rank=size - 1))(state)
     assert jax.tree.structure(state) == jax.tree.structure(optax.adam(1e-2).init(params)), "state pytree kept"
@@ -65,8 +69,11 @@ def check_broadcast_parameters(rank, size):
 
 def check_matches_full_batch(rank, size, params, passes=1, predivide=1.0, steps=6, bucket_bytes=None):
     inner = optax.adam(1e-2)
-    dist_step = make_step(hvd.DistributedOptimizer(inner, backward_passes_per_step=passes,
-                                                   gradient_predivide_factor=predivide, bucket_bytes=bucket_bytes))
+    dist_step = make_step(
+        hvd.DistributedOptimizer(
+            inner, backward_passes_per_step=passes, gradient_predivide_factor=predivide, bucket_bytes=bucket_bytes
+        )
+    )
     ref_tx = optax.MultiSteps(inner, every_k_schedule=passes) if passes > 1 else inner
     ref_step = make_step(ref_tx)
     dist_params, dist_state = params, hvd.DistributedOptimizer(inner, backward_passes_per_step=passes).init(params)
@@ -74,12 +81,17 @@ def check_matches_full_batch(rank, size, params, passes=1, predivide=1.0, steps=
     for x, y in batches(size, steps):
         dist_params, dist_state, _ = dist_step(dist_params, dist_state, shard(x, rank), shard(y, rank))
         ref_params, ref_state, _ = ref_step(ref_params, ref_state, x, y)
-    what = (f"DistributedOptimizer(passes={passes}, predivide={predivide}, bucket_bytes={bucket_bytes}) "
-            "vs full-batch training")
+    what = (
+        f"DistributedOptimizer(passes={passes}, predivide={predivide}, bucket_bytes={bucket_bytes}) "
+        "vs full-batch training"
+    )
     # MultiSteps averages the accumulated gradients, lockstep sums them (as torch's .grad
     # does); Adam is invariant to that constant factor up to its epsilon.
-    jax.tree.map(lambda a, e: np.testing.assert_allclose(np.asarray(a), np.asarray(e), rtol=2e-4, atol=2e-5,
-                                                         err_msg=what), dist_params, ref_params)
+    jax.tree.map(
+        lambda a, e: np.testing.assert_allclose(np.asarray(a), np.asarray(e), rtol=2e-4, atol=2e-5, err_msg=what),
+        dist_params,
+        ref_params,
+    )
     moved = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(jax.tree.leaves(dist_params), jax.tree.leaves(params)))
     assert moved > 1e-3, f"{what}: parameters did not train"
     gathered = hvd.allgather_object([np.asarray(leaf) for leaf in jax.tree.leaves(dist_params)])
@@ -125,7 +137,8 @@ def check_in_place_reduction(rank, size, params):
         hlo = make_step(tx).lower(params, tx.init(params), shard(x, rank), shard(y, rank)).as_text()
         calls = [line for line in hlo.splitlines() if "lockstep_collective" in line]
         assert len(calls) == expected and all("output_operand_aliases" in c for c in calls), (
-            f"bucket_bytes={bucket_bytes}: expected {expected} aliased custom call(s):\n" + "\n".join(calls))
+            f"bucket_bytes={bucket_bytes}: expected {expected} aliased custom call(s):\n" + "\n".join(calls)
+        )
     for bad in (0, -5):
         try:
             hvd.DistributedOptimizer(optax.sgd(0.1), bucket_bytes=bad)
@@ -137,8 +150,9 @@ def check_in_place_reduction(rank, size, params):
     @jax.jit
     def reduce_and_reuse(tree):
         doubled = jax.tree.map(lambda v: v * 2, tree)
-        reduced = mpi_ops.reduce_pytree(doubled, None, hvd.Compression.none, hvd.Sum, 1.0, 1.0,
-                                        hvd.global_process_set, in_place=True)
+        reduced = mpi_ops.reduce_pytree(
+            doubled, None, hvd.Compression.none, hvd.Sum, 1.0, 1.0, hvd.global_process_set, in_place=True
+        )
         return reduced, jax.tree.map(lambda v: v + 1, doubled)  # the inputs, read after the call
 
     mine = {"a": jnp.full((4, 3), rank + 1.0), "b": jnp.arange(5.0) * (rank + 1)}
@@ -148,8 +162,9 @@ def check_in_place_reduction(rank, size, params):
         assert_equal(np.asarray(reduced["a"]), np.full((4, 3), total, np.float32), "in-place group, member a")
         assert_equal(np.asarray(reduced["b"]), (np.arange(5.0) * total).astype(np.float32), "in-place group, member b")
         assert_equal(np.asarray(reused["a"]), np.full((4, 3), 2 * (rank + 1) + 1, np.float32), "input read after")
-        assert_equal(np.asarray(reused["b"]), (np.arange(5.0) * 2 * (rank + 1) + 1).astype(np.float32),
-                     "input read after")
+        assert_equal(
+            np.asarray(reused["b"]), (np.arange(5.0) * 2 * (rank + 1) + 1).astype(np.float32), "input read after"
+        )
     print(f"rank {rank}: gradients reduced in place, in buckets", flush=True)
 
 
@@ -170,16 +185,21 @@ def check_compression(rank, size, params):
     caller's dtype; integer tensors are untouched; the optimizer trains with it."""
     third = jnp.full(3, 1 / 3, jnp.float32)
     for compression, wire in ((hvd.Compression.fp16, np.float16), (hvd.Compression.bf16, jnp.bfloat16)):
-        expected = (np.asarray(np.full(3, 1 / 3, np.float32).astype(wire)).astype(np.float32) * size)
+        expected = np.asarray(np.full(3, 1 / 3, np.float32).astype(wire)).astype(np.float32) * size
         expected = expected.astype(wire).astype(np.float32)
         for wrap, how in ((lambda f: f, "eager"), (jax.jit, "jit")):
             out = wrap(lambda v: hvd.allreduce(v, op=hvd.Sum, compression=compression))(third)
             assert out.dtype == jnp.float32, f"{compression.__name__} {how}: dtype {out.dtype}"
             assert_equal(np.asarray(out), expected, f"{compression.__name__} allreduce ({how})")
-            group = wrap(lambda v: hvd.grouped_allreduce({"f": v, "i": jnp.arange(3)}, op=hvd.Sum,
-                                                         compression=compression))(third)
+            group = wrap(
+                lambda v: hvd.grouped_allreduce({"f": v, "i": jnp.arange(3)}, op=hvd.Sum, compression=compression)
+            )(third)
             assert_equal(np.asarray(group["f"]), expected, f"{compression.__name__} grouped ({how})")
-            assert_equal(np.asarray(group["i"]), (np.arange(3) * size).astype(np.int32), f"{compression.__name__} integer member ({how})")
+            assert_equal(
+                np.asarray(group["i"]),
+                (np.arange(3) * size).astype(np.int32),
+                f"{compression.__name__} integer member ({how})",
+            )
     try:
         hvd.allreduce(third, compression="fp16")
     except TypeError as error:

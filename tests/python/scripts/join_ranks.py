@@ -4,9 +4,9 @@ to join; only allreduce may proceed while ranks are joined; afterwards ordinary
 (including unnamed) collectives work again."""
 
 import numpy as np
+from rank_checks import assert_equal, expect_error, run_main
 
 import lockstep.numpy as hvd
-from rank_checks import assert_equal, expect_error, run_main
 
 
 def run_uneven_round(rank, size, steps_of, label):
@@ -19,10 +19,14 @@ def run_uneven_round(rank, size, steps_of, label):
         assert_equal(summed, np.full(4, expected_sum, np.float32), f"{label} step {step}: Sum with joined ranks")
         averaged = hvd.allreduce(np.full((2, 3), value, np.int32), op=hvd.Average)  # unnamed on purpose
         expected_average = sum(r + 1 for r in contributors)  # the sum over contributors / full size
-        assert_equal(averaged, np.full((2, 3), expected_average, np.int32),
-                     f"{label} step {step}: Average divides by the full size")
-        scaled = hvd.allreduce(np.full(3, 1.0, np.float64), op=hvd.Sum, prescale_factor=2.0,
-                               name=f"{label}.scaled.{step}")
+        assert_equal(
+            averaged,
+            np.full((2, 3), expected_average, np.int32),
+            f"{label} step {step}: Average divides by the full size",
+        )
+        scaled = hvd.allreduce(
+            np.full(3, 1.0, np.float64), op=hvd.Sum, prescale_factor=2.0, name=f"{label}.scaled.{step}"
+        )
         assert_equal(scaled, np.full(3, 2.0 * len(contributors), np.float64), f"{label} step {step}: prescale")
     return hvd.join()
 
@@ -32,18 +36,25 @@ def check_everyone_after_join(rank, size, label):
     result = hvd.allreduce(np.full(5, rank, np.int64), op=hvd.Sum)
     assert_equal(result, np.full(5, sum(range(size)), np.int64), f"unnamed allreduce after {label}")
     gathered = hvd.allgather(np.full((1, 2), rank, np.int16))
-    assert_equal(gathered, np.repeat(np.arange(size, dtype=np.int16), 2).reshape(size, 2),
-                 f"unnamed allgather after {label}")
+    assert_equal(
+        gathered, np.repeat(np.arange(size, dtype=np.int16), 2).reshape(size, 2), f"unnamed allgather after {label}"
+    )
 
 
 def check_only_allreduce_while_joined(rank, size):
     if rank == size - 1:
-        error = expect_error(hvd.LockstepError, ["joined", "while.joined"], hvd.allgather,
-                             np.ones((2, 2), np.float32), name="while.joined")
+        error = expect_error(
+            hvd.LockstepError,
+            ["joined", "while.joined"],
+            hvd.allgather,
+            np.ones((2, 2), np.float32),
+            name="while.joined",
+        )
         for other in range(size - 1):
             assert str(other) in str(error), f"the error names joined rank {other}: {error}"
-        error = expect_error(hvd.LockstepError, ["joined"], hvd.allreduce, np.ones(2, np.float32),
-                             op=hvd.Max, name="max.while.joined")
+        error = expect_error(
+            hvd.LockstepError, ["joined"], hvd.allreduce, np.ones(2, np.float32), op=hvd.Max, name="max.while.joined"
+        )
     return hvd.join()
 
 

@@ -2,8 +2,6 @@
 
 import keras
 import numpy as np
-
-import lockstep.keras as hvd
 from keras_model_helpers import (
     GLOBAL_BATCH,
     STEPS_PER_EPOCH,
@@ -17,11 +15,14 @@ from keras_model_helpers import (
     weights_of,
 )
 
+import lockstep.keras as hvd
+
 
 def fit(model, rank, size, callbacks, epochs=2):
     features, labels = local_shard(global_data(), rank, size)
-    return model.fit(features, labels, batch_size=GLOBAL_BATCH // size, epochs=epochs, callbacks=callbacks,
-                     shuffle=False, verbose=0)
+    return model.fit(
+        features, labels, batch_size=GLOBAL_BATCH // size, epochs=epochs, callbacks=callbacks, shuffle=False, verbose=0
+    )
 
 
 def check_broadcast_overwrites_other_ranks(rank, size):
@@ -57,7 +58,8 @@ def check_metric_average(rank, size):
             expected = float(np.mean(local_values))
             got = history.history[key][epoch]
             assert abs(got - expected) <= 1e-6 * max(1.0, abs(expected)), (
-                f"epoch {epoch} {key}: averaged {got}, mean of ranks {expected} ({local_values})")
+                f"epoch {epoch} {key}: averaged {got}, mean of ranks {expected} ({local_values})"
+            )
     assert_identical_across_ranks([np.array(history.history["loss"])], "averaged loss history")
     losses = [ranks_raw[0]["loss"] for ranks_raw in every_rank]
     assert len(set(losses)) == size, f"ranks' own losses should differ before averaging: {losses}"
@@ -88,11 +90,13 @@ def record_rates_and_momentum(rates, momenta):
 
 def check_learning_rate_warmup(rank, size):
     initial_lr, warmup_epochs, epochs, momentum = 0.2, 2, 3, 0.9
-    model = compile_model(make_model(seed=0),
-                          hvd.DistributedOptimizer(keras.optimizers.SGD(initial_lr, momentum=momentum)))
+    model = compile_model(
+        make_model(seed=0), hvd.DistributedOptimizer(keras.optimizers.SGD(initial_lr, momentum=momentum))
+    )
     rates, momenta = [], []
-    warmup = hvd.LearningRateWarmupCallback(initial_lr, warmup_epochs=warmup_epochs,
-                                           momentum_correction=keras.backend.backend() == "torch")
+    warmup = hvd.LearningRateWarmupCallback(
+        initial_lr, warmup_epochs=warmup_epochs, momentum_correction=keras.backend.backend() == "torch"
+    )
     history = fit(model, rank, size, [warmup, Recorder(record_rates_and_momentum(rates, momenta))], epochs)
     expected = expected_warmup_rates(initial_lr, warmup_epochs, size, epochs)
     np.testing.assert_allclose(rates, expected, rtol=1e-6, err_msg="learning rate at each batch")
@@ -108,8 +112,9 @@ def check_learning_rate_warmup(rank, size):
 def check_learning_rate_schedule(rank, size):
     model = compile_model(make_model(seed=0), hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)))
     rates, momenta = [], []
-    schedule = hvd.LearningRateScheduleCallback(0.1, multiplier=lambda epoch: 0.5 ** epoch, start_epoch=1,
-                                                momentum_correction=False)
+    schedule = hvd.LearningRateScheduleCallback(
+        0.1, multiplier=lambda epoch: 0.5**epoch, start_epoch=1, momentum_correction=False
+    )
     fit(model, rank, size, [schedule, Recorder(record_rates_and_momentum(rates, momenta))], epochs=3)
     per_batch = [0.1] * STEPS_PER_EPOCH + [0.05] * STEPS_PER_EPOCH + [0.025] * STEPS_PER_EPOCH
     np.testing.assert_allclose(rates, per_batch, rtol=1e-6, err_msg="staircase schedule from epoch 1")

@@ -10,17 +10,22 @@ FEATURES, CLASSES, GLOBAL_BATCH, STEPS_PER_EPOCH = 6, 3, 16, 4
 
 def make_model(seed, hidden=8, outputs=CLASSES):
     keras.utils.set_random_seed(seed)
-    return keras.Sequential([
-        keras.Input((FEATURES,)),
-        keras.layers.Dense(hidden, activation="tanh"),
-        keras.layers.Dense(outputs),
-    ])
+    return keras.Sequential(
+        [
+            keras.Input((FEATURES,)),
+            keras.layers.Dense(hidden, activation="tanh"),
+            keras.layers.Dense(outputs),
+        ]
+    )
 
 
 def compile_model(model, optimizer, **options):
-    model.compile(optimizer=optimizer,
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"], **options)
+    model.compile(
+        optimizer=optimizer,
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+        **options,
+    )
     return model
 
 
@@ -35,8 +40,12 @@ def local_shard(arrays, rank, size):
     """Rank r's part of every global batch: with shuffle=False, local batch k on
     every rank together is exactly global batch k."""
     local = GLOBAL_BATCH // size
-    rows = np.concatenate([np.arange(start + rank * local, start + (rank + 1) * local)
-                           for start in range(0, len(arrays[0]), GLOBAL_BATCH)])
+    rows = np.concatenate(
+        [
+            np.arange(start + rank * local, start + (rank + 1) * local)
+            for start in range(0, len(arrays[0]), GLOBAL_BATCH)
+        ]
+    )
     return tuple(array[rows] for array in arrays)
 
 

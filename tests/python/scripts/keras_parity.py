@@ -12,12 +12,12 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
+from keras_parity_training import check_fit_saving_and_loading  # noqa: E402
+from rank_checks import expect_error, run_main  # noqa: E402
 
 import lockstep.keras as hvd  # noqa: E402
-from keras_parity_training import check_fit_saving_and_loading  # noqa: E402
 from lockstep.keras.keras_line import LEGACY, backend_name, keras, to_numpy, to_tensor  # noqa: E402
 from lockstep.keras.optimizer import is_distributed  # noqa: E402
-from rank_checks import expect_error, run_main  # noqa: E402
 
 
 def variable(values):
@@ -41,8 +41,7 @@ def check_aggregation(rank, size, average):
     # Keras 2's current SGD keeps a momentum slot even at momentum 0 (inf * 0 = nan
     # would stay there); its legacy SGD, like Keras 3's, has no state to spoil.
     sgd = keras.optimizers.legacy.SGD(1.0) if LEGACY else keras.optimizers.SGD(1.0)
-    optimizer = hvd.DistributedOptimizer(sgd, backward_passes_per_step=2,
-                                         average_aggregated_gradients=average)
+    optimizer = hvd.DistributedOptimizer(sgd, backward_passes_per_step=2, average_aggregated_gradients=average)
     apply = _step_function(optimizer, weights)
     divisor = 2.0 if average else 1.0
     m = mean_factor(size)
@@ -62,8 +61,9 @@ def check_aggregation(rank, size, average):
     assert not np.isfinite(batch(5)).any(), "an infinite gradient reaches its own update, as in Horovod"
     weights.assign(np.zeros(2, np.float32))
     batch(6)
-    np.testing.assert_allclose(batch(7), np.full(2, -m * 15 / divisor), rtol=1e-6,
-                               err_msg="the pair after a non-finite one starts from zeros")
+    np.testing.assert_allclose(
+        batch(7), np.full(2, -m * 15 / divisor), rtol=1e-6, err_msg="the pair after a non-finite one starts from zeros"
+    )
 
 
 def _step_function(optimizer, weights):
@@ -84,17 +84,22 @@ def _step_function(optimizer, weights):
 def check_config_round_trip(rank, size):
     """from_config(get_config()) of a wrapped optimizer's class is another wrapped
     optimizer with the same settings, which reduces (Horovod's closure class)."""
-    wrapped = hvd.DistributedOptimizer(keras.optimizers.SGD(1.0, momentum=0.5), op=hvd.Sum,
-                                       backward_passes_per_step=1)
+    wrapped = hvd.DistributedOptimizer(keras.optimizers.SGD(1.0, momentum=0.5), op=hvd.Sum, backward_passes_per_step=1)
     clone = type(wrapped).from_config(wrapped.get_config())
     assert is_distributed(clone) and type(clone).__name__ == "SGD", type(clone)
     assert clone.get_config() == wrapped.get_config(), (clone.get_config(), wrapped.get_config())
     weights = variable([0.0])
     clone.apply_gradients([(to_tensor(np.full(1, rank + 1.0, np.float32)), weights)])
-    np.testing.assert_allclose(to_numpy(weights), [-mean_factor(size) * size], rtol=1e-6,
-                               err_msg="the clone sums over ranks like the original")
-    expect_error(ValueError, ["backward_passes_per_step"], hvd.DistributedOptimizer, keras.optimizers.SGD(),
-                 backward_passes_per_step=0)
+    np.testing.assert_allclose(
+        to_numpy(weights), [-mean_factor(size) * size], rtol=1e-6, err_msg="the clone sums over ranks like the original"
+    )
+    expect_error(
+        ValueError,
+        ["backward_passes_per_step"],
+        hvd.DistributedOptimizer,
+        keras.optimizers.SGD(),
+        backward_passes_per_step=0,
+    )
 
 
 def check_second_import_path():

@@ -4,22 +4,27 @@ Keras variables and tf.Variables."""
 
 import numpy as np
 import tensorflow as tf
+from rank_checks import expect_error
 
 import lockstep.tensorflow as hvd
 from lockstep.keras.keras_line import LEGACY, keras
-from rank_checks import expect_error
 
 
 def check_sync_batch_norm(rank, size):
     """Horovod's arguments are accepted (fused=False and Keras 2's options left off),
     fused=True/None refused as in Horovod, and the statistics are global."""
-    options = {"fused": False, "renorm": False, "renorm_clipping": None, "renorm_momentum": 0.9,
-               "virtual_batch_size": None, "adjustment": None}
+    options = {
+        "fused": False,
+        "renorm": False,
+        "renorm_clipping": None,
+        "renorm_momentum": 0.9,
+        "virtual_batch_size": None,
+        "adjustment": None,
+    }
     layer = hvd.SyncBatchNormalization(momentum=0.0, **options)
     rows = np.arange(2 * size, dtype=np.float32).reshape(size, 2)  # rank r holds row r
-    layer(tf.constant(rows[rank:rank + 1]), training=True)
-    moving_mean = np.asarray(layer.moving_mean.numpy() if hasattr(layer.moving_mean, "numpy")
-                             else layer.moving_mean)
+    layer(tf.constant(rows[rank : rank + 1]), training=True)
+    moving_mean = np.asarray(layer.moving_mean.numpy() if hasattr(layer.moving_mean, "numpy") else layer.moving_mean)
     np.testing.assert_allclose(moving_mean, rows.mean(axis=0), rtol=1e-6, err_msg="global batch mean")
     for fused in (True, None):
         expect_error(ValueError, ["fused"], hvd.SyncBatchNormalization, fused=fused)
@@ -51,8 +56,13 @@ def check_partial_tape(rank, size):
         assert gradients(sources, layers=local) == expected, "one local layer"
         for register in (as_keras[0], as_tf[0]):
             assert gradients(sources, register=register) == expected, "register_local_source"
-    expect_error(TypeError, ["local_layers"], hvd.PartialDistributedGradientTape, tf.GradientTape(),
-                 local_layers=[tf.Variable(1.0)])
+    expect_error(
+        TypeError,
+        ["local_layers"],
+        hvd.PartialDistributedGradientTape,
+        tf.GradientTape(),
+        local_layers=[tf.Variable(1.0)],
+    )
 
 
 def _dense():

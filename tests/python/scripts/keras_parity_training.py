@@ -28,8 +28,9 @@ def optimizers():
 
 def make_model(seed):
     keras.utils.set_random_seed(seed)
-    return keras.Sequential([keras.Input((FEATURES,)), keras.layers.Dense(5, activation="tanh"),
-                             keras.layers.Dense(CLASSES)])
+    return keras.Sequential(
+        [keras.Input((FEATURES,)), keras.layers.Dense(5, activation="tanh"), keras.layers.Dense(CLASSES)]
+    )
 
 
 def local_data(rank):
@@ -40,11 +41,15 @@ def local_data(rank):
 
 def train(model, optimizer, rank, epochs=2):
     model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    callbacks = [hvd.BroadcastGlobalVariablesCallback(0), hvd.MetricAverageCallback(),
-                 hvd.LearningRateWarmupCallback(initial_lr=0.01, warmup_epochs=1)]
+    callbacks = [
+        hvd.BroadcastGlobalVariablesCallback(0),
+        hvd.MetricAverageCallback(),
+        hvd.LearningRateWarmupCallback(initial_lr=0.01, warmup_epochs=1),
+    ]
     features, labels = local_data(rank)
-    history = model.fit(features, labels, batch_size=LOCAL_BATCH, epochs=epochs, shuffle=False,
-                        callbacks=callbacks, verbose=0)
+    history = model.fit(
+        features, labels, batch_size=LOCAL_BATCH, epochs=epochs, shuffle=False, callbacks=callbacks, verbose=0
+    )
     return history.history["loss"]
 
 
@@ -88,9 +93,18 @@ def _check_resume(rank, directory):
                 assert np.array_equal(got, want), f"{suffix}: weights restored"
         else:
             resumed = make_model(seed=100 + rank)
-            resumed.compile(optimizer=hvd.DistributedOptimizer(make_optimizer()),
-                            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            resumed.compile(
+                optimizer=hvd.DistributedOptimizer(make_optimizer()),
+                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            )
         features, labels = local_data(rank)
-        resumed.fit(features, labels, batch_size=LOCAL_BATCH, epochs=1, shuffle=False, verbose=0,
-                    callbacks=[hvd.BroadcastGlobalVariablesCallback(0)])
+        resumed.fit(
+            features,
+            labels,
+            batch_size=LOCAL_BATCH,
+            epochs=1,
+            shuffle=False,
+            verbose=0,
+            callbacks=[hvd.BroadcastGlobalVariablesCallback(0)],
+        )
         assert_same_on_every_rank(resumed.get_weights(), f"resumed from {suffix}")

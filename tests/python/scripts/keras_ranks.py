@@ -28,8 +28,6 @@ def limit_threads():
 limit_threads()
 
 import keras  # noqa: E402
-
-import lockstep.keras as hvd  # noqa: E402
 from keras_callback_checks import (  # noqa: E402
     check_broadcast_overwrites_other_ranks,
     check_learning_rate_schedule,
@@ -43,6 +41,8 @@ from keras_training_checks import (  # noqa: E402
     check_wrapper_properties,
 )
 from rank_checks import run_main  # noqa: E402
+
+import lockstep.keras as hvd  # noqa: E402
 
 
 def main():

@@ -5,8 +5,6 @@ everywhere instead of hanging."""
 import os
 
 import keras
-
-import lockstep.keras as hvd
 from keras_model_helpers import (
     GLOBAL_BATCH,
     STEPS_PER_EPOCH,
@@ -19,26 +17,28 @@ from keras_model_helpers import (
     make_model,
     weights_of,
 )
+
+import lockstep.keras as hvd
 from lockstep.keras.optimizer import is_distributed
 
 EPOCHS = 2
 
 
-def check_matches_one_process(rank, size, make_optimizer, what, tolerance, compression=hvd.Compression.none,
-                              **compile_options):
+def check_matches_one_process(
+    rank, size, make_optimizer, what, tolerance, compression=hvd.Compression.none, **compile_options
+):
     features, labels = global_data()
     reference = compile_model(make_model(seed=5), make_optimizer())
     start = weights_of(reference)
     reference.fit(features, labels, batch_size=GLOBAL_BATCH, epochs=EPOCHS, shuffle=False, verbose=0)
 
-    model = compile_model(make_model(seed=5), hvd.DistributedOptimizer(make_optimizer(), compression=compression),
-                          **compile_options)
+    model = compile_model(
+        make_model(seed=5), hvd.DistributedOptimizer(make_optimizer(), compression=compression), **compile_options
+    )
     model.set_weights(start)
     local_features, local_labels = local_shard((features, labels), rank, size)
-    model.fit(local_features, local_labels, batch_size=GLOBAL_BATCH // size, epochs=EPOCHS, shuffle=False,
-              verbose=0)
-    assert_weights_close(weights_of(model), weights_of(reference), f"{what}: sharded fit vs one process",
-                         tolerance)
+    model.fit(local_features, local_labels, batch_size=GLOBAL_BATCH // size, epochs=EPOCHS, shuffle=False, verbose=0)
+    assert_weights_close(weights_of(model), weights_of(reference), f"{what}: sharded fit vs one process", tolerance)
     assert_identical_across_ranks(weights_of(model), f"{what}: weights after fit")
     steps = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
     assert steps == EPOCHS * STEPS_PER_EPOCH, f"{what}: optimizer took {steps} steps"
@@ -48,11 +48,13 @@ def check_optimizers_match_one_process(rank, size):
     check_matches_one_process(rank, size, lambda: keras.optimizers.SGD(0.1, momentum=0.9), "SGD+momentum", 1e-5)
     # TensorFlow runs several steps per call inside a tf.while_loop; torch allows one.
     steps_per_execution = 2 if keras.backend.backend() == "tensorflow" else 1
-    check_matches_one_process(rank, size, lambda: keras.optimizers.Adam(0.01), "Adam", 1e-4,
-                              steps_per_execution=steps_per_execution)
+    check_matches_one_process(
+        rank, size, lambda: keras.optimizers.Adam(0.01), "Adam", 1e-4, steps_per_execution=steps_per_execution
+    )
     # float16 gradients on the wire: close to full precision, identical on every rank.
-    check_matches_one_process(rank, size, lambda: keras.optimizers.SGD(0.1), "SGD, fp16 compression", 5e-3,
-                              compression=hvd.Compression.fp16)
+    check_matches_one_process(
+        rank, size, lambda: keras.optimizers.SGD(0.1), "SGD, fp16 compression", 5e-3, compression=hvd.Compression.fp16
+    )
 
 
 def check_wrapper_properties():
@@ -97,8 +99,15 @@ def check_checkpoint_on_rank_zero_and_resume(rank, size, directory):
             seen["weights"] = weights_of(callback.model)
             seen["steps"] = int(keras.ops.convert_to_numpy(callback.model.optimizer.iterations))
 
-    resumed.fit(features, labels, batch_size=GLOBAL_BATCH // size, initial_epoch=EPOCHS, epochs=EPOCHS + 1,
-                callbacks=[hvd.BroadcastGlobalVariablesCallback(0), Recorder(after_broadcast)], verbose=0)
+    resumed.fit(
+        features,
+        labels,
+        batch_size=GLOBAL_BATCH // size,
+        initial_epoch=EPOCHS,
+        epochs=EPOCHS + 1,
+        callbacks=[hvd.BroadcastGlobalVariablesCallback(0), Recorder(after_broadcast)],
+        verbose=0,
+    )
     assert_weights_close(seen["weights"], saved, "every rank resumes from rank 0's checkpoint", 0.0)
     assert seen["steps"] == EPOCHS * STEPS_PER_EPOCH, f"optimizer step count after resume: {seen['steps']}"
     assert_identical_across_ranks(weights_of(resumed), "weights after resumed fit")
@@ -106,8 +115,9 @@ def check_checkpoint_on_rank_zero_and_resume(rank, size, directory):
 
 def check_mismatched_shapes_fail_fit(rank, size):
     """Rank-dependent layer sizes: every rank's fit() must raise, naming the shapes."""
-    model = compile_model(make_model(seed=1, hidden=6 + rank, outputs=5),
-                          hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)))
+    model = compile_model(
+        make_model(seed=1, hidden=6 + rank, outputs=5), hvd.DistributedOptimizer(keras.optimizers.SGD(0.1))
+    )
     features, labels = local_shard(global_data(), rank, size)
     try:
         model.fit(features, labels, batch_size=GLOBAL_BATCH // size, epochs=1, verbose=0)
@@ -117,6 +127,7 @@ def check_mismatched_shapes_fail_fit(rank, size):
     except Exception as error:  # noqa: BLE001 - the backend decides the wrapper type
         message = str(error)
         assert "Mismatched shapes" in message and "rank 1 sent" in message, (
-            f"unclear error from fit: {type(error).__name__}: {message[:2000]}")
+            f"unclear error from fit: {type(error).__name__}: {message[:2000]}"
+        )
         return message
     raise AssertionError("fit with mismatched gradient shapes across ranks did not fail")

@@ -4,10 +4,10 @@ fails their handles instead of hanging; init() and shutdown() are idempotent."""
 import time
 
 import numpy as np
+from rank_checks import expect_error, run_main, world_rank, world_size
 
 import lockstep
 import lockstep.numpy as hvd
-from rank_checks import expect_error, run_main, world_rank, world_size
 
 NOT_INITIALIZED = ["not been initialized", "hvd.init()"]
 SHUT_DOWN = ["has been shut down", "hvd.init()"]
@@ -16,12 +16,25 @@ SHUT_DOWN = ["has been shut down", "hvd.init()"]
 def check_uninitialized_everything(when, fragments):
     data = np.ones(3, np.float32)
     calls = [
-        (hvd.rank, ()), (hvd.size, ()), (hvd.local_rank, ()), (hvd.local_size, ()),
-        (hvd.cross_rank, ()), (hvd.cross_size, ()), (hvd.mpi_threads_supported, ()),
-        (lockstep.rank, ()), (hvd.allreduce, (data,)), (hvd.allreduce_async, (data,)),
-        (hvd.grouped_allreduce, ([data],)), (hvd.allgather, (data,)), (hvd.broadcast, (data, 0)),
-        (hvd.alltoall, (data,)), (hvd.reducescatter, (data,)), (hvd.barrier, ()), (hvd.join, ()),
-        (hvd.broadcast_object, ("x",)), (hvd.allgather_object, ("x",)),
+        (hvd.rank, ()),
+        (hvd.size, ()),
+        (hvd.local_rank, ()),
+        (hvd.local_size, ()),
+        (hvd.cross_rank, ()),
+        (hvd.cross_size, ()),
+        (hvd.mpi_threads_supported, ()),
+        (lockstep.rank, ()),
+        (hvd.allreduce, (data,)),
+        (hvd.allreduce_async, (data,)),
+        (hvd.grouped_allreduce, ([data],)),
+        (hvd.allgather, (data,)),
+        (hvd.broadcast, (data, 0)),
+        (hvd.alltoall, (data,)),
+        (hvd.reducescatter, (data,)),
+        (hvd.barrier, ()),
+        (hvd.join, ()),
+        (hvd.broadcast_object, ("x",)),
+        (hvd.allgather_object, ("x",)),
         (hvd.start_timeline, ("/tmp/unused.json",)),
     ]
     for function, args in calls:

@@ -5,9 +5,9 @@ MPI's TCP transport off; Open MPI's own listeners are its business, not lockstep
 import os
 
 import numpy as np
+from rank_checks import run_main
 
 import lockstep.numpy as hvd
-from rank_checks import run_main
 
 LISTEN = {"tcp": "0A", "tcp6": "0A", "udp": "07", "udp6": "07"}
 UNIX_LISTENING = "00010000"  # __SO_ACCEPTCON in /proc/net/unix's flags
@@ -21,7 +21,7 @@ def socket_inodes():
         except OSError:
             continue
         if link.startswith("socket:["):
-            inodes.add(link[len("socket:["):-1])
+            inodes.add(link[len("socket:[") : -1])
     return inodes
 
 

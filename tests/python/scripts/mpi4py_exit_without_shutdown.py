@@ -2,11 +2,11 @@
 cleanly. mpi4py finalizes MPI from Python's atexit, so lockstep has to stop its
 background thread before that happens."""
 
-from mpi4py import MPI  # noqa: F401  (initializes MPI before lockstep does)
 import numpy as np
+from mpi4py import MPI  # noqa: F401  (initializes MPI before lockstep does)
+from rank_checks import assert_equal, run_main
 
 import lockstep.numpy as hvd
-from rank_checks import assert_equal, run_main
 
 
 def main():

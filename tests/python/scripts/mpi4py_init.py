@@ -1,12 +1,11 @@
 """MPI initialized by the user (mpi4py) before lockstep: lockstep adopts it, runs
 collectives, and leaves MPI usable (not finalized) after its own shutdown."""
 
-from mpi4py import MPI  # initializes MPI here, before lockstep
-
 import numpy as np
+from mpi4py import MPI  # initializes MPI here, before lockstep
+from rank_checks import assert_equal, rank_values, run_main
 
 import lockstep.numpy as hvd
-from rank_checks import assert_equal, rank_values, run_main
 
 
 def main():
@@ -16,10 +15,10 @@ def main():
     rank, size = hvd.rank(), hvd.size()
     assert (rank, size) == (world.Get_rank(), world.Get_size()), "lockstep sees MPI_COMM_WORLD"
     inputs = [rank_values(np.dtype(np.int32), (6,), r) for r in range(size)]
-    assert_equal(hvd.allreduce(inputs[rank], op=hvd.Sum), np.sum(inputs, axis=0).astype(np.int32),
-                 "allreduce under mpi4py")
-    assert_equal(hvd.allgather(np.full(2, rank, np.int64)), np.repeat(np.arange(size), 2),
-                 "allgather under mpi4py")
+    assert_equal(
+        hvd.allreduce(inputs[rank], op=hvd.Sum), np.sum(inputs, axis=0).astype(np.int32), "allreduce under mpi4py"
+    )
+    assert_equal(hvd.allgather(np.full(2, rank, np.int64)), np.repeat(np.arange(size), 2), "allgather under mpi4py")
     assert hvd.broadcast_object({"root": rank}, root_rank=size - 1) == {"root": size - 1}, "broadcast_object"
     hvd.shutdown()
     assert not MPI.Is_finalized(), "lockstep must not finalize MPI that the program initialized"

@@ -35,7 +35,7 @@ def main():
     except hvd.AbortedError as error:
         print(f"rank {rank}: aborted after {time.monotonic() - started:.1f} s: {error}", flush=True)
         time.sleep(3)  # let the other ranks report before the launcher ends the job
-        sys.exit(3)    # a normal exit: lockstep must not hang in MPI_Finalize
+        sys.exit(3)  # a normal exit: lockstep must not hang in MPI_Finalize
     print(f"rank {rank}: UNEXPECTED: allreduces kept completing", flush=True)
 
 

@@ -7,9 +7,9 @@ disagreeing add calls. Run at 3 and 4 ranks (the odd set has one rank at 3)."""
 import os
 
 import numpy as np
+from rank_checks import assert_equal, run_main
 
 import lockstep.numpy as hvd
-from rank_checks import assert_equal, run_main
 
 
 def expect_error(kind, fragment, action):
@@ -26,30 +26,49 @@ def check_every_collective(me, process_set, tag):
     ranks, n = process_set.ranks, len(process_set.ranks)
     mine = process_set.rank()
     kw = {"process_set": process_set}
-    assert_equal(hvd.allreduce(np.full(3, me, np.int64), op=hvd.Sum, name=f"{tag}.sum", **kw),
-                 np.full(3, sum(ranks), np.int64), "allreduce Sum over the set")
-    assert_equal(hvd.allreduce(np.full(2, float(me)), name=f"{tag}.avg", **kw),
-                 np.full(2, sum(ranks) / n), "allreduce Average divides by the set's size")
-    assert_equal(hvd.allreduce(np.array([me], np.int32), op=hvd.Max, **kw), np.array([max(ranks)], np.int32),
-                 "unnamed allreduce Max")
+    assert_equal(
+        hvd.allreduce(np.full(3, me, np.int64), op=hvd.Sum, name=f"{tag}.sum", **kw),
+        np.full(3, sum(ranks), np.int64),
+        "allreduce Sum over the set",
+    )
+    assert_equal(
+        hvd.allreduce(np.full(2, float(me)), name=f"{tag}.avg", **kw),
+        np.full(2, sum(ranks) / n),
+        "allreduce Average divides by the set's size",
+    )
+    assert_equal(
+        hvd.allreduce(np.array([me], np.int32), op=hvd.Max, **kw),
+        np.array([max(ranks)], np.int32),
+        "unnamed allreduce Max",
+    )
     in_place = np.full(4, float(me))
     hvd.allreduce_(in_place, op=hvd.Sum, **kw)
     assert_equal(in_place, np.full(4, float(sum(ranks))), "allreduce_ in place")
-    grouped = hvd.grouped_allreduce([np.full(2, me, np.int32), np.full(5, 2.0 * me)], op=hvd.Sum,
-                                    name=f"{tag}.grouped", **kw)
+    grouped = hvd.grouped_allreduce(
+        [np.full(2, me, np.int32), np.full(5, 2.0 * me)], op=hvd.Sum, name=f"{tag}.grouped", **kw
+    )
     assert_equal(grouped[0], np.full(2, sum(ranks), np.int32), "grouped_allreduce [0]")
     assert_equal(grouped[1], np.full(5, 2.0 * sum(ranks)), "grouped_allreduce [1]")
     rows = [np.full((r + 1, 2), r, np.int16) for r in ranks]
-    assert_equal(hvd.allgather(rows[mine], name=f"{tag}.gather", **kw), np.concatenate(rows),
-                 "allgather of uneven rows, in set order")
+    assert_equal(
+        hvd.allgather(rows[mine], name=f"{tag}.gather", **kw),
+        np.concatenate(rows),
+        "allgather of uneven rows, in set order",
+    )
     gathered = hvd.grouped_allgather([rows[mine], np.array([me], np.float32)], **kw)
     assert_equal(gathered[1], np.array(ranks, np.float32), "grouped_allgather")
     root = ranks[-1]
-    assert_equal(hvd.broadcast(np.full(3, me, np.float32), root_rank=root, **kw), np.full(3, root, np.float32),
-                 "broadcast from a global root rank")
+    assert_equal(
+        hvd.broadcast(np.full(3, me, np.float32), root_rank=root, **kw),
+        np.full(3, root, np.float32),
+        "broadcast from a global root rank",
+    )
     sent = np.array([[100 * me + dest] for dest in ranks], np.int64)
-    assert_equal(hvd.alltoall(sent, **kw), np.array([[100 * src + me] for src in ranks], np.int64),
-                 "alltoall: one row to each member")
+    assert_equal(
+        hvd.alltoall(sent, **kw),
+        np.array([[100 * src + me] for src in ranks], np.int64),
+        "alltoall: one row to each member",
+    )
     scattered = hvd.reducescatter(np.arange(2 * n, dtype=np.float64) * (me + 1), op=hvd.Sum, **kw)
     total = sum(r + 1 for r in ranks)
     assert_equal(scattered, np.arange(2 * mine, 2 * mine + 2, dtype=np.float64) * total, "reducescatter Sum")
@@ -76,11 +95,17 @@ def check_overlapping_set(me, size, my_set):
     assert_equal(hvd.synchronize(in_flight), np.array([sum(my_set.ranks)]), "op in flight during add_process_set")
     assert low.process_set_id == 3 and low.size() == 2, low
     for step in range(3):
-        assert_equal(hvd.allreduce(np.array([me + step]), op=hvd.Sum), np.array([sum(range(size)) + size * step]),
-                     "global op between set ops")
+        assert_equal(
+            hvd.allreduce(np.array([me + step]), op=hvd.Sum),
+            np.array([sum(range(size)) + size * step]),
+            "global op between set ops",
+        )
         if low.included():
-            assert_equal(hvd.allreduce(np.array([me * 10 + step]), op=hvd.Sum, process_set=low),
-                         np.array([10 + 2 * step]), "op on the overlapping set")
+            assert_equal(
+                hvd.allreduce(np.array([me * 10 + step]), op=hvd.Sum, process_set=low),
+                np.array([10 + 2 * step]),
+                "op on the overlapping set",
+            )
     assert hvd.remove_process_set(low) is True
     assert low.process_set_id is None
     return low
@@ -97,8 +122,9 @@ def check_dynamic_sets(me, size, removed):
     expect_error(ValueError, "cannot be removed", lambda: hvd.remove_process_set(hvd.global_process_set))
     # Ranks that disagree about a change fail it everywhere, with both calls named.
     proposal = [0, 1] if me == 0 else [0, size - 1]
-    error = expect_error(hvd.LockstepError, "rank 0 called add_process_set([0, 1])",
-                         lambda: hvd.add_process_set(proposal))
+    error = expect_error(
+        hvd.LockstepError, "rank 0 called add_process_set([0, 1])", lambda: hvd.add_process_set(proposal)
+    )
     assert f"add_process_set([0, {size - 1}])" in str(error), str(error)
     stale = hvd.ProcessSet([0])
     stale.process_set_id = last.process_set_id  # soon an id the core no longer knows
@@ -119,12 +145,14 @@ def check_errors(me, even, odd):
     # Outside a set: a clear error at once, on this rank only; nobody else waits.
     expect_error(ValueError, f"rank {me} is not in it", lambda: hvd.allreduce(np.ones(2), process_set=other))
     if even.included():
-        expect_error(ValueError, "is not in the set",
-                     lambda: hvd.broadcast(np.ones(2), root_rank=1, process_set=even))
+        expect_error(ValueError, "is not in the set", lambda: hvd.broadcast(np.ones(2), root_rank=1, process_set=even))
         # A mismatch inside the set fails on the set's ranks only.
         shape = (2,) if even.rank() == 0 else (3,)
-        error = expect_error(hvd.PreconditionError, "Mismatched shapes",
-                             lambda: hvd.allreduce(np.ones(shape), name="bad.shape", process_set=even))
+        error = expect_error(
+            hvd.PreconditionError,
+            "Mismatched shapes",
+            lambda: hvd.allreduce(np.ones(shape), name="bad.shape", process_set=even),
+        )
         assert f"process set 1, whose ranks 0, 1, ... are global ranks {even.ranks}" in str(error), str(error)
     hvd.barrier()  # every rank is still in step on the global set
 
@@ -160,8 +188,11 @@ def check_restart(me, even, odd):
     hvd.init(process_sets=[odd])
     assert odd.process_set_id == 1 and even.process_set_id is None, (even, odd)
     if odd.included():
-        assert_equal(hvd.allreduce(np.array([me]), op=hvd.Sum, process_set=odd), np.array([sum(odd.ranks)]),
-                     "a set registered after a restart")
+        assert_equal(
+            hvd.allreduce(np.array([me]), op=hvd.Sum, process_set=odd),
+            np.array([sum(odd.ranks)]),
+            "a set registered after a restart",
+        )
     hvd.barrier()
 
 

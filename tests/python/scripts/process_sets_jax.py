@@ -9,9 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from rank_checks import run_main
 
 import lockstep.jax as hvd
-from rank_checks import run_main
 
 
 def same(actual, expected, what):
@@ -22,17 +22,32 @@ def check_collectives(me, ps, size):
     ranks, n, mine = ps.ranks, len(ps.ranks), ps.rank()
     kw = {"process_set": ps}
     for run in (lambda f: f(), lambda f: jax.jit(f)()):  # eagerly, then traced
-        same(run(lambda: hvd.allreduce(jnp.full(3, float(me)), op=hvd.Sum, **kw)), np.full(3, float(sum(ranks))),
-             "allreduce")
-        same(run(lambda: hvd.grouped_allreduce({"a": jnp.full(2, float(me))}, op=hvd.Sum, **kw)["a"]),
-             np.full(2, float(sum(ranks))), "grouped_allreduce")
+        same(
+            run(lambda: hvd.allreduce(jnp.full(3, float(me)), op=hvd.Sum, **kw)),
+            np.full(3, float(sum(ranks))),
+            "allreduce",
+        )
+        same(
+            run(lambda: hvd.grouped_allreduce({"a": jnp.full(2, float(me))}, op=hvd.Sum, **kw)["a"]),
+            np.full(2, float(sum(ranks))),
+            "grouped_allreduce",
+        )
         same(run(lambda: hvd.allgather(jnp.array([float(me)]), **kw)), np.array(ranks, np.float32), "allgather")
-        same(run(lambda: hvd.broadcast(jnp.array([float(me)]), root_rank=ranks[-1], **kw)), [float(ranks[-1])],
-             "broadcast from a global root rank")
-        same(run(lambda: hvd.alltoall(jnp.array([[100.0 * me + d] for d in ranks]), **kw)),
-             [[100.0 * s + me] for s in ranks], "alltoall")
-        same(run(lambda: hvd.reducescatter(jnp.arange(2.0 * n) * (me + 1), op=hvd.Sum, **kw)),
-             np.arange(2.0 * mine, 2.0 * mine + 2) * sum(r + 1 for r in ranks), "reducescatter")
+        same(
+            run(lambda: hvd.broadcast(jnp.array([float(me)]), root_rank=ranks[-1], **kw)),
+            [float(ranks[-1])],
+            "broadcast from a global root rank",
+        )
+        same(
+            run(lambda: hvd.alltoall(jnp.array([[100.0 * me + d] for d in ranks]), **kw)),
+            [[100.0 * s + me] for s in ranks],
+            "alltoall",
+        )
+        same(
+            run(lambda: hvd.reducescatter(jnp.arange(2.0 * n) * (me + 1), op=hvd.Sum, **kw)),
+            np.arange(2.0 * mine, 2.0 * mine + 2) * sum(r + 1 for r in ranks),
+            "reducescatter",
+        )
 
     @jax.jit
     def both(x):

@@ -5,10 +5,10 @@ import os
 
 import keras
 import numpy as np
+from rank_checks import run_main
 
 import lockstep.keras as hvd
 import lockstep.numpy as hvd_numpy
-from rank_checks import run_main
 
 
 def main():
@@ -19,8 +19,10 @@ def main():
     me = hvd.rank()
     mine = even if me % 2 == 0 else odd
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1, use_bias=False, kernel_initializer="ones")])
-    model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(1.0), process_set=mine),
-                  loss=lambda y_true, y_pred: keras.ops.sum(y_pred, axis=-1))  # gradient: the input
+    model.compile(
+        optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(1.0), process_set=mine),
+        loss=lambda y_true, y_pred: keras.ops.sum(y_pred, axis=-1),
+    )  # gradient: the input
     model.train_on_batch(np.full((1, 3), float(me + 1), np.float32), np.zeros((1, 1), np.float32))
     mean = sum(r + 1 for r in mine.ranks) / len(mine.ranks)
     weights = model.get_weights()[0]

@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from rank_checks import run_main
 
 import lockstep.numpy as hvd
-from rank_checks import run_main
 
 
 def main():

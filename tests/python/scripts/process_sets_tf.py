@@ -7,9 +7,9 @@ import os
 
 import numpy as np
 import tensorflow as tf
+from rank_checks import expect_error, run_main
 
 import lockstep.tensorflow as hvd
-from rank_checks import expect_error, run_main
 
 
 def assert_equal(actual, expected, what):
@@ -27,8 +27,11 @@ def check_eager_collectives(me, ps):
     assert_equal(hvd.allgather(tf.constant(rows[mine]), **kw).numpy(), np.concatenate(rows), "allgather")
     gathered = hvd.grouped_allgather([tf.constant(rows[mine]), tf.constant([float(me)])], **kw)
     assert_equal(gathered[1].numpy(), np.array(ranks, np.float32), "grouped_allgather")
-    assert_equal(hvd.broadcast(tf.constant([me]), root_rank=ranks[-1], **kw).numpy(), np.array([ranks[-1]]),
-                 "broadcast from a global root rank")
+    assert_equal(
+        hvd.broadcast(tf.constant([me]), root_rank=ranks[-1], **kw).numpy(),
+        np.array([ranks[-1]]),
+        "broadcast from a global root rank",
+    )
     sent = tf.constant([[100 * me + dest] for dest in ranks])
     assert_equal(hvd.alltoall(sent, **kw).numpy(), np.array([[100 * src + me] for src in ranks]), "alltoall")
     scattered = hvd.reducescatter(tf.range(2 * n) * (me + 1), op=hvd.Sum, **kw)
@@ -53,8 +56,11 @@ def check_function_and_gradients(me, ps, size):
     assert_equal(tape.gradient(y, x).numpy(), np.full(2, 2.0, np.float32), "allgather gradient on the set")
     with tf.GradientTape() as tape:
         z = tf.reduce_sum(hvd.allreduce(x, op=hvd.Sum, process_set=ps))
-    assert_equal(tape.gradient(z, x).numpy(), np.full(2, float(len(ps.ranks)), np.float32),
-                 "allreduce gradient: the Sum over the set")
+    assert_equal(
+        tape.gradient(z, x).numpy(),
+        np.full(2, float(len(ps.ranks)), np.float32),
+        "allreduce gradient: the Sum over the set",
+    )
 
     w = tf.Variable([1.0, 1.0])
     with hvd.DistributedGradientTape(tf.GradientTape(), process_set=ps) as tape:
@@ -80,8 +86,13 @@ def main():
     expect_error(tf.errors.InvalidArgumentError, ["does not exist"], hvd.process_set_included_op, 99)
     check_eager_collectives(me, mine)
     check_function_and_gradients(me, mine, size)
-    expect_error(tf.errors.InvalidArgumentError, [f"rank {me} is not in it"],
-                 hvd.allreduce, tf.constant([1.0]), process_set=other)
+    expect_error(
+        tf.errors.InvalidArgumentError,
+        [f"rank {me} is not in it"],
+        hvd.allreduce,
+        tf.constant([1.0]),
+        process_set=other,
+    )
     assert_equal(hvd.allreduce(tf.constant([me]), op=hvd.Sum).numpy(), np.array([sum(range(size))]), "global op")
 
 

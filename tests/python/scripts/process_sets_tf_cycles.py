@@ -9,9 +9,9 @@ import os
 
 import numpy as np
 import tensorflow as tf
+from rank_checks import expect_error, run_main
 
 import lockstep.tensorflow as hvd
-from rank_checks import expect_error, run_main
 
 
 def check_cycle(cycle, size, stale):

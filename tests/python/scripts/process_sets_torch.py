@@ -5,9 +5,9 @@ and the differentiable collectives, whose gradients run on the same set."""
 import os
 
 import torch
+from rank_checks import run_main
 
 import lockstep.torch as hvd
-from rank_checks import run_main
 
 
 def assert_close(actual, expected, what):
@@ -68,8 +68,11 @@ def check_differentiable_ops(me, my_set):
     assert_close(scattered, torch.arange(2.0 * mine, 2.0 * mine + 2) * n + sum(ranks), "reducescatter")
     received = hvd.alltoall(torch.tensor([[100.0 * me + d] for d in ranks]), process_set=my_set)
     assert_close(received, torch.tensor([[100.0 * s + me] for s in ranks]), "alltoall")
-    assert_close(hvd.broadcast(torch.tensor([float(me)]), root_rank=ranks[0], process_set=my_set),
-                 torch.tensor([float(ranks[0])]), "broadcast")
+    assert_close(
+        hvd.broadcast(torch.tensor([float(me)]), root_rank=ranks[0], process_set=my_set),
+        torch.tensor([float(ranks[0])]),
+        "broadcast",
+    )
     handle = hvd.allreduce_async_(torch.tensor([float(me)]), op=hvd.Max, process_set=my_set)
     assert_close(hvd.synchronize(handle), torch.tensor([float(max(ranks))]), "allreduce_async_")
     assert hvd.allgather_object(me, process_set=my_set) == ranks, "allgather_object"

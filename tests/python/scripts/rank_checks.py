@@ -117,7 +117,7 @@ def alltoall_rows(dtype, sender, splits):
 def rows_for(sent, splits, destination):
     """The rows of `sent` (cut by `splits`) that go to `destination`."""
     start = sum(splits[:destination])
-    return sent[start:start + splits[destination]]
+    return sent[start : start + splits[destination]]
 
 
 def assert_equal(actual, expected, what):

@@ -7,9 +7,9 @@ import threading
 import time
 
 import numpy as np
+from rank_checks import run_main
 
 import lockstep.numpy as hvd
-from rank_checks import run_main
 
 
 def die_mid_large_allreduces(rank):

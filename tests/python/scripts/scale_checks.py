@@ -38,8 +38,7 @@ def collectives(rank, size):
     got = hvd.alltoall(np.arange(size, dtype=np.int32) + rank * size, name="a2a")
     check(np.array_equal(got, np.arange(size, dtype=np.int32) * size + rank), f"alltoall {got}")
     got = hvd.reducescatter(np.arange(2 * size, dtype=np.int32), name="rs", op=hvd.Sum)
-    check(np.array_equal(got, np.arange(2 * rank, 2 * rank + 2, dtype=np.int32) * size),
-          f"reducescatter {got}")
+    check(np.array_equal(got, np.arange(2 * rank, 2 * rank + 2, dtype=np.int32) * size), f"reducescatter {got}")
     for step in range(5):  # the same name again: the response cache's path
         got = hvd.allreduce(np.array([rank + step], np.int64), name="sum", op=hvd.Sum)
         check(got.tolist() == [total + size * step], f"cached sum {got}")
@@ -59,12 +58,12 @@ def main():
         os.kill(os.getpid(), signal.SIGSTOP)
     started = time.monotonic()
     try:
-        for step in range(1000000):
+        for _step in range(1000000):
             hvd.allreduce(np.ones(1, np.float32), name="step")
     except hvd.AbortedError as error:
         print(f"rank {rank}: named after {time.monotonic() - started:.1f} s: {error}", flush=True)
         time.sleep(1)  # let the other ranks report before the launcher ends the job
-        sys.exit(3)    # a normal exit: lockstep must not hang in MPI_Finalize
+        sys.exit(3)  # a normal exit: lockstep must not hang in MPI_Finalize
     print(f"rank {rank}: UNEXPECTED: allreduces kept completing", flush=True)
 
 

@@ -3,9 +3,9 @@ AVX op component saturates from about 16 elements on): allreduce (alone, fused i
 group, in place) and reducescatter, through whichever path the job's settings pick."""
 
 import numpy as np
+from rank_checks import assert_equal, run_main
 
 import lockstep.numpy as hvd
-from rank_checks import assert_equal, run_main
 
 DTYPES = [np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16)]
 # Around the vector widths (16, 32, 64 bytes), past the shared-memory threshold (64 KiB),
@@ -48,7 +48,7 @@ def main():
             if rows:
                 share = hvd.reducescatter(inputs[rank][:rows], op=hvd.Sum, name=f"wrap.rs.{what}")
                 per_rank = rows // size
-                assert_equal(share, expected[rank * per_rank:(rank + 1) * per_rank], f"reducescatter {what}")
+                assert_equal(share, expected[rank * per_rank : (rank + 1) * per_rank], f"reducescatter {what}")
         # Small tensors fused into one buffer with a long one.
         group = [overflowing_values(dtype, n, rank) for n in (5, 17, 70000)]
         results = hvd.grouped_allreduce(group, op=hvd.Sum, name=f"wrap.group.{dtype.name}")

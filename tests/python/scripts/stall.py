@@ -6,9 +6,9 @@ the ranks that submitted it instead of hanging, and collectives work afterwards.
 import time
 
 import numpy as np
+from rank_checks import assert_equal, expect_error, run_main
 
 import lockstep.numpy as hvd
-from rank_checks import assert_equal, expect_error, run_main
 
 # Long enough for the others' stalled op to have failed (after ~3 s), short enough
 # that their next op does not itself wait 3 s for this rank and get cancelled.
@@ -24,8 +24,9 @@ def main():
     if rank == missing:
         time.sleep(MISSING_RANK_DELAY_SECONDS)
     else:
-        error = expect_error(hvd.LockstepError, ["stalled.tensor", "stall"], hvd.allreduce,
-                             np.ones(4, np.float32), name="stalled.tensor")
+        error = expect_error(
+            hvd.LockstepError, ["stalled.tensor", "stall"], hvd.allreduce, np.ones(4, np.float32), name="stalled.tensor"
+        )
         assert str(missing) in str(error), f"the error names missing rank {missing}: {error}"
         waited = time.monotonic() - started
         assert 2.5 <= waited <= 15, f"the stalled op failed after {waited:.1f} s; expected about 3 s"

@@ -9,8 +9,6 @@ import time
 import zlib
 
 import numpy as np
-
-import lockstep.numpy as hvd
 from rank_checks import (
     ALL_DTYPES,
     BOOL,
@@ -20,6 +18,8 @@ from rank_checks import (
     rank_values,
     run_main,
 )
+
+import lockstep.numpy as hvd
 
 COUNT = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
 MAX_ELEMENTS = 100_000
@@ -36,8 +36,9 @@ def draw_tensor_set(names):
         op_name = op_names[rng.integers(len(op_names))]
         elements = int(rng.integers(0, MAX_ELEMENTS + 1))
         root = int(rng.integers(1 << 30))
-        specs.append(dict(name=name, index=index, dtype=dtype, kind=kind, op_name=op_name,
-                          elements=elements, root=root))
+        specs.append(
+            dict(name=name, index=index, dtype=dtype, kind=kind, op_name=op_name, elements=elements, root=root)
+        )
     return specs
 
 

@@ -11,8 +11,6 @@ from typing import Callable, List
 
 import numpy as np
 import tensorflow as tf
-
-import lockstep.tensorflow as hvd
 from rank_checks import (
     ALL_DTYPES,
     BOOL,
@@ -24,6 +22,8 @@ from rank_checks import (
     product_values,
     rank_values,
 )
+
+import lockstep.tensorflow as hvd
 
 OPS = {"Sum": hvd.Sum, "Average": hvd.Average, "Min": hvd.Min, "Max": hvd.Max, "Product": hvd.Product}
 
@@ -60,45 +60,70 @@ def allreduce_cases(dtype, rank, size):
         for shape in [(5,), (2, 3), ()]:
             inputs = reduction_inputs(dtype, shape, op_name, size)
             op = OPS[op_name]
-            cases.append(Case(f"allreduce {dtype.name} {op_name} {shape}",
-                              lambda xs, op=op: [hvd.allreduce(xs[0], op=op)],
-                              [inputs[rank]], [expected_reduction(inputs, dtype, op_name, size)]))
+            cases.append(
+                Case(
+                    f"allreduce {dtype.name} {op_name} {shape}",
+                    lambda xs, op=op: [hvd.allreduce(xs[0], op=op)],
+                    [inputs[rank]],
+                    [expected_reduction(inputs, dtype, op_name, size)],
+                )
+            )
     if dtype != BOOL:
         prescale, postscale = (0.5, 4.0) if dtype in FLOAT_DTYPES else (2.0, 3.0)
         inputs = reduction_inputs(dtype, (4,), "Sum", size)
-        cases.append(Case(f"allreduce {dtype.name} scaled",
-                          lambda xs: [hvd.allreduce(xs[0], op=hvd.Sum, prescale_factor=prescale,
-                                                    postscale_factor=postscale)],
-                          [inputs[rank]], [expected_reduction(inputs, dtype, "Sum", size, prescale, postscale)]))
+        cases.append(
+            Case(
+                f"allreduce {dtype.name} scaled",
+                lambda xs: [hvd.allreduce(xs[0], op=hvd.Sum, prescale_factor=prescale, postscale_factor=postscale)],
+                [inputs[rank]],
+                [expected_reduction(inputs, dtype, "Sum", size, prescale, postscale)],
+            )
+        )
     return cases
 
 
 def data_movement_cases(dtype, rank, size):
     parts = [encoded_rows(dtype, r, r + 1) for r in range(size)]
-    cases = [Case(f"allgather {dtype.name}", lambda xs: [hvd.allgather(xs[0])], [parts[rank]],
-                  [np.concatenate(parts)])]
+    cases = [Case(f"allgather {dtype.name}", lambda xs: [hvd.allgather(xs[0])], [parts[rank]], [np.concatenate(parts)])]
     root = size - 1
-    cases.append(Case(f"broadcast {dtype.name}", lambda xs: [hvd.broadcast(xs[0], root)],
-                      [rank_values(dtype, (3, 2), rank)], [rank_values(dtype, (3, 2), root)]))
+    cases.append(
+        Case(
+            f"broadcast {dtype.name}",
+            lambda xs: [hvd.broadcast(xs[0], root)],
+            [rank_values(dtype, (3, 2), rank)],
+            [rank_values(dtype, (3, 2), root)],
+        )
+    )
     cases.append(alltoall_case(dtype, rank, size))
     even = [encoded_rows(dtype, s, 2 * size) for s in range(size)]
-    cases.append(Case(f"alltoall even {dtype.name}", lambda xs: [hvd.alltoall(xs[0])], [even[rank]],
-                      [np.concatenate([part[2 * rank:2 * rank + 2] for part in even])]))
+    cases.append(
+        Case(
+            f"alltoall even {dtype.name}",
+            lambda xs: [hvd.alltoall(xs[0])],
+            [even[rank]],
+            [np.concatenate([part[2 * rank : 2 * rank + 2] for part in even])],
+        )
+    )
     for op_name in ["Sum"] if dtype == BOOL else ["Sum", "Average"]:
         cases.append(reducescatter_case(dtype, op_name, rank, size))
     return cases
 
 
 def alltoall_case(dtype, rank, size):
-    return splits_alltoall_case(f"alltoall splits {dtype.name}", dtype, rank, size,
-                                lambda sender: [(sender + dest) % 3 for dest in range(size)])
+    return splits_alltoall_case(
+        f"alltoall splits {dtype.name}", dtype, rank, size, lambda sender: [(sender + dest) % 3 for dest in range(size)]
+    )
 
 
 def alltoall_sparse_case(dtype, rank, size):
     """Rank 0 sends nothing (an empty tensor) and the last rank receives nothing."""
-    return splits_alltoall_case(f"alltoall empty sends/receives {dtype.name}", dtype, rank, size,
-                                lambda sender: [0 if sender == 0 or dest == size - 1 else dest + 1
-                                                for dest in range(size)])
+    return splits_alltoall_case(
+        f"alltoall empty sends/receives {dtype.name}",
+        dtype,
+        rank,
+        size,
+        lambda sender: [0 if sender == 0 or dest == size - 1 else dest + 1 for dest in range(size)],
+    )
 
 
 def splits_alltoall_case(what, dtype, rank, size, splits_of):
@@ -107,10 +132,14 @@ def splits_alltoall_case(what, dtype, rank, size, splits_of):
     received = []
     for sender in range(size):
         start = sum(splits_of(sender)[:rank])
-        received.append(sent[sender][start:start + splits_of(sender)[rank]])
+        received.append(sent[sender][start : start + splits_of(sender)[rank]])
     expected_splits = np.array([splits_of(s)[rank] for s in range(size)], np.int32)
-    return Case(what, lambda xs: list(hvd.alltoall(xs[0], splits=xs[1])),
-                [sent[rank], np.array(splits_of(rank), np.int32)], [np.concatenate(received), expected_splits])
+    return Case(
+        what,
+        lambda xs: list(hvd.alltoall(xs[0], splits=xs[1])),
+        [sent[rank], np.array(splits_of(rank), np.int32)],
+        [np.concatenate(received), expected_splits],
+    )
 
 
 def reducescatter_case(dtype, op_name, rank, size):
@@ -120,33 +149,47 @@ def reducescatter_case(dtype, op_name, rank, size):
     counts = [rows // size + (1 if r < rows % size else 0) for r in range(size)]
     start = sum(counts[:rank])
     op = OPS[op_name]
-    return Case(f"reducescatter {dtype.name} {op_name}", lambda xs: [hvd.reducescatter(xs[0], op=op)],
-                [inputs[rank]], [reduced[start:start + counts[rank]]])
+    return Case(
+        f"reducescatter {dtype.name} {op_name}",
+        lambda xs: [hvd.reducescatter(xs[0], op=op)],
+        [inputs[rank]],
+        [reduced[start : start + counts[rank]]],
+    )
 
 
 def grouped_data_cases(rank, size):
     """grouped_allgather over every dtype, grouped_reducescatter over every numeric one."""
     parts = {dtype: [encoded_rows(dtype, r, r + 1) for r in range(size)] for dtype in ALL_DTYPES}
-    gather = Case("grouped_allgather of every dtype", lambda xs: hvd.grouped_allgather(list(xs)),
-                  [parts[dtype][rank] for dtype in ALL_DTYPES], [np.concatenate(parts[dtype]) for dtype in ALL_DTYPES])
+    gather = Case(
+        "grouped_allgather of every dtype",
+        lambda xs: hvd.grouped_allgather(list(xs)),
+        [parts[dtype][rank] for dtype in ALL_DTYPES],
+        [np.concatenate(parts[dtype]) for dtype in ALL_DTYPES],
+    )
     rows = 2 * size + 1
     counts = [rows // size + (1 if r < rows % size else 0) for r in range(size)]
     start = sum(counts[:rank])
     per_tensor = [reduction_inputs(dtype, (rows, 2), "Sum", size) for dtype in NUMERIC_DTYPES]
-    scatter = Case("grouped_reducescatter of every numeric dtype",
-                   lambda xs: hvd.grouped_reducescatter(list(xs), op=hvd.Sum),
-                   [inputs[rank] for inputs in per_tensor],
-                   [expected_reduction(inputs, inputs[0].dtype, "Sum", size)[start:start + counts[rank]]
-                    for inputs in per_tensor])
+    scatter = Case(
+        "grouped_reducescatter of every numeric dtype",
+        lambda xs: hvd.grouped_reducescatter(list(xs), op=hvd.Sum),
+        [inputs[rank] for inputs in per_tensor],
+        [
+            expected_reduction(inputs, inputs[0].dtype, "Sum", size)[start : start + counts[rank]]
+            for inputs in per_tensor
+        ],
+    )
     return [gather, scatter]
 
 
 def grouped_case(rank, size):
     per_tensor = [reduction_inputs(dtype, (3,), "Sum", size) for dtype in NUMERIC_DTYPES]
-    return Case("grouped_allreduce of every numeric dtype",
-                lambda xs: hvd.grouped_allreduce(list(xs), op=hvd.Sum),
-                [inputs[rank] for inputs in per_tensor],
-                [expected_reduction(inputs, inputs[0].dtype, "Sum", size) for inputs in per_tensor])
+    return Case(
+        "grouped_allreduce of every numeric dtype",
+        lambda xs: hvd.grouped_allreduce(list(xs), op=hvd.Sum),
+        [inputs[rank] for inputs in per_tensor],
+        [expected_reduction(inputs, inputs[0].dtype, "Sum", size) for inputs in per_tensor],
+    )
 
 
 def all_cases(rank, size):

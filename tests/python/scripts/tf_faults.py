@@ -17,9 +17,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from rank_checks import assert_equal, expect_error, run_main  # noqa: E402
 
 import lockstep.tensorflow as hvd  # noqa: E402
-from rank_checks import assert_equal, expect_error, run_main  # noqa: E402
 
 MISSING_RANK_DELAY_SECONDS = 4.5
 
@@ -31,13 +31,14 @@ def stalled_session(rank, size):
         time.sleep(MISSING_RANK_DELAY_SECONDS)
     else:
         with tf.Graph().as_default():
-            fetches = [hvd.allreduce(tf.ones([4]), name="tf.stalled.0"),
-                       hvd.allreduce(tf.ones([2]), op=hvd.Sum, name="tf.stalled.1"),
-                       hvd.allgather(tf.ones([1, 2]), name="tf.stalled.2")]
+            fetches = [
+                hvd.allreduce(tf.ones([4]), name="tf.stalled.0"),
+                hvd.allreduce(tf.ones([2]), op=hvd.Sum, name="tf.stalled.1"),
+                hvd.allgather(tf.ones([1, 2]), name="tf.stalled.2"),
+            ]
             with tf.compat.v1.Session() as session:
                 started = time.monotonic()
-                error = expect_error(tf.errors.FailedPreconditionError, ["tf.stalled.", "stall"], session.run,
-                                     fetches)
+                error = expect_error(tf.errors.FailedPreconditionError, ["tf.stalled.", "stall"], session.run, fetches)
                 waited = time.monotonic() - started
         assert str(missing) in str(error), f"the error names missing rank {missing}: {error}"
         assert waited <= 20, f"the stalled Session run failed after {waited:.1f} s; expected about 3 s"

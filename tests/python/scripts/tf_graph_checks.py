@@ -7,10 +7,10 @@ import tempfile
 
 import numpy as np
 import tensorflow as tf
-
-import lockstep.tensorflow as hvd
 from rank_checks import assert_equal, expect_error
 from timeline_checks import fused_share, read_timeline
+
+import lockstep.tensorflow as hvd
 
 INDEPENDENT_ALLREDUCES, FUSION_RUNS = 8, 10
 
@@ -60,8 +60,11 @@ def check_join_and_barrier(rank, size):
 
 def check_broadcast_variables(rank, size):
     root = size - 1
-    variables = [tf.Variable(np.full(3, rank, np.float32)), tf.Variable(np.array(rank, np.int64)),
-                 tf.Variable(np.full((2, 2), rank % 2 == 1))]
+    variables = [
+        tf.Variable(np.full(3, rank, np.float32)),
+        tf.Variable(np.array(rank, np.int64)),
+        tf.Variable(np.full((2, 2), rank % 2 == 1)),
+    ]
     hvd.broadcast_variables(variables, root_rank=root)
     assert_equal(variables[0].numpy(), np.full(3, root, np.float32), "eager broadcast_variables float")
     assert_equal(np.asarray(variables[1].numpy()), np.array(root, np.int64), "eager broadcast_variables int64")
@@ -94,8 +97,13 @@ def check_errors(rank, size):
     odd = rank % 2 == 1
     # Mismatches across ranks: Horovod's TensorFlow type, on every rank, naming the
     # tensor, the ranks and the values.
-    error = expect_error(tf.errors.FailedPreconditionError, ["shape", "rank 0", "[3]", "[4]"], hvd.allreduce,
-                         tf.ones([4 if odd else 3]), name="tf.mismatch.eager")
+    error = expect_error(
+        tf.errors.FailedPreconditionError,
+        ["shape", "rank 0", "[3]", "[4]"],
+        hvd.allreduce,
+        tf.ones([4 if odd else 3]),
+        name="tf.mismatch.eager",
+    )
     assert "tf.mismatch.eager" in str(error), f"the error names the tensor: {error}"
 
     @tf.function
@@ -103,15 +111,18 @@ def check_errors(rank, size):
         return hvd.allreduce(tf.ones([4 if odd else 3]), name="tf.mismatch.graph")
 
     expect_error(tf.errors.FailedPreconditionError, ["tf.mismatch.graph", "shape"], mismatched)
-    assert_equal(hvd.allreduce(tf.constant([1.0]), op=hvd.Sum).numpy(), np.array([size], np.float32),
-                 "collectives keep working after errors")
-    expect_error(RuntimeError, ["XLA", "jit_compile=False"],
-                 tf.function(lambda: hvd.allreduce(tf.ones([2])), jit_compile=True))
+    assert_equal(
+        hvd.allreduce(tf.constant([1.0]), op=hvd.Sum).numpy(),
+        np.array([size], np.float32),
+        "collectives keep working after errors",
+    )
+    expect_error(
+        RuntimeError, ["XLA", "jit_compile=False"], tf.function(lambda: hvd.allreduce(tf.ones([2])), jit_compile=True)
+    )
     expect_error(TypeError, ["uint32", "supported"], hvd.allreduce, tf.constant([1], tf.uint32))
     expect_error(TypeError, ["complex64"], hvd.allgather, tf.constant([1j], tf.complex64))
     expect_error(ValueError, ["reducescatter", "Min"], hvd.reducescatter, tf.ones([2, 2]), op=hvd.Min)
-    expect_error(ValueError, ["reducescatter", "Min"], tf.function(lambda: hvd.reducescatter(tf.ones([2]),
-                                                                                           op=hvd.Min)))
+    expect_error(ValueError, ["reducescatter", "Min"], tf.function(lambda: hvd.reducescatter(tf.ones([2]), op=hvd.Min)))
     expect_error(ValueError, ["Average", "bool"], hvd.allreduce, tf.constant([True]))
     expect_error(ValueError, ["root_rank"], hvd.broadcast, tf.ones([1]), root_rank=size)
     expect_error(ValueError, ["dimension"], hvd.allgather, tf.constant(1.0))

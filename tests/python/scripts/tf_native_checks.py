@@ -11,10 +11,10 @@ import tempfile
 
 import numpy as np
 import tensorflow as tf
+from rank_checks import assert_equal, expect_error
 
 import lockstep.numpy as hvd_numpy
 import lockstep.tensorflow as hvd
-from rank_checks import assert_equal, expect_error
 
 INDEPENDENT = 50
 
@@ -100,8 +100,11 @@ def check_mismatch_errors(rank, size):
             output = build()
             with tf.compat.v1.Session() as session:
                 expect_error(tf.errors.FailedPreconditionError, [f"mismatch.{what}"], session.run, output)
-    assert_equal(hvd.allreduce(tf.constant([1.0]), op=hvd.Sum).numpy(), np.array([size], np.float32),
-                 "collectives work after the errors")
+    assert_equal(
+        hvd.allreduce(tf.constant([1.0]), op=hvd.Sum).numpy(),
+        np.array([size], np.float32),
+        "collectives work after the errors",
+    )
 
 
 def check_argument_errors(size):
@@ -220,14 +223,15 @@ def check_sync_batch_norm(rank, size):
     import keras  # noqa: PLC0415
 
     global_batch = np.random.RandomState(0).normal(size=(4 * size, 3)).astype(np.float32) * 3 + 1
-    mine = global_batch[4 * rank:4 * rank + 4]
+    mine = global_batch[4 * rank : 4 * rank + 4]
     synced = hvd.SyncBatchNormalization(momentum=0.5)
     plain = keras.layers.BatchNormalization(momentum=0.5)
     got = synced(tf.constant(mine), training=True).numpy()
-    want = plain(tf.constant(global_batch), training=True).numpy()[4 * rank:4 * rank + 4]
+    want = plain(tf.constant(global_batch), training=True).numpy()[4 * rank : 4 * rank + 4]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg="SyncBatchNormalization output")
-    np.testing.assert_allclose(synced.moving_mean.numpy(), plain.moving_mean.numpy(), rtol=1e-5,
-                               err_msg="moving mean from the global batch")
+    np.testing.assert_allclose(
+        synced.moving_mean.numpy(), plain.moving_mean.numpy(), rtol=1e-5, err_msg="moving mean from the global batch"
+    )
     # Gradients flow back through the statistics' allreduce: the ranks' input
     # gradients together are plain batch norm's on the global batch.
     x_mine, x_all = tf.constant(mine), tf.constant(global_batch)
@@ -238,8 +242,13 @@ def check_sync_batch_norm(rank, size):
         plain_tape.watch(x_all)
         plain_loss = tf.reduce_sum(plain(x_all, training=True) ** 3)
     got = hvd.allgather(tape.gradient(loss, x_mine)).numpy()
-    np.testing.assert_allclose(got, plain_tape.gradient(plain_loss, x_all).numpy(), rtol=1e-3, atol=1e-3,
-                               err_msg="SyncBatchNormalization input gradients")
+    np.testing.assert_allclose(
+        got,
+        plain_tape.gradient(plain_loss, x_all).numpy(),
+        rtol=1e-3,
+        atol=1e-3,
+        err_msg="SyncBatchNormalization input gradients",
+    )
 
 
 def check_tf1_distributed_optimizer(rank, size):
@@ -258,7 +267,7 @@ def check_tf1_distributed_optimizer(rank, size):
                 session.run(train)
                 return session.run(weights)
 
-    distributed = one_step(features[rank:rank + 1], wrap=True)
+    distributed = one_step(features[rank : rank + 1], wrap=True)
     reference = one_step(features, wrap=False)
     np.testing.assert_allclose(distributed, reference, rtol=1e-6, err_msg="TF1 DistributedOptimizer step")
     import keras  # noqa: PLC0415

@@ -11,7 +11,6 @@ import tensorflow as tf  # noqa: E402
 tf.config.threading.set_inter_op_parallelism_threads(2)
 tf.config.threading.set_intra_op_parallelism_threads(1)
 
-import lockstep.tensorflow as hvd  # noqa: E402
 from rank_checks import expect_error, run_main  # noqa: E402
 from tf_collective_checks import check_collectives  # noqa: E402
 from tf_gradient_checks import check_collective_gradients, check_gradient_errors  # noqa: E402
@@ -24,6 +23,8 @@ from tf_graph_checks import (  # noqa: E402
 )
 from tf_native_checks import check_native_ops  # noqa: E402
 from tf_tape_checks import check_distributed_gradient_tape, check_tape_as_context_manager  # noqa: E402
+
+import lockstep.tensorflow as hvd  # noqa: E402
 
 
 def check_object_collectives(rank, size):
@@ -52,8 +53,7 @@ def main():
     hvd.shutdown()
     expect_error(hvd.NotInitializedError, ["init"], hvd.allreduce, tf.ones([1]))
     # autograph=False: autograph re-raises exceptions with custom constructors as StagingError.
-    expect_error(hvd.NotInitializedError, ["init"], tf.function(lambda: hvd.allreduce(tf.ones([1])),
-                                                                autograph=False))
+    expect_error(hvd.NotInitializedError, ["init"], tf.function(lambda: hvd.allreduce(tf.ones([1])), autograph=False))
 
 
 if __name__ == "__main__":

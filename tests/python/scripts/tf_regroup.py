@@ -12,8 +12,9 @@ import tensorflow as tf  # noqa: E402
 tf.config.threading.set_inter_op_parallelism_threads(2)
 tf.config.threading.set_intra_op_parallelism_threads(1)
 
-import lockstep.tensorflow as hvd  # noqa: E402
 from rank_checks import assert_equal, run_main  # noqa: E402
+
+import lockstep.tensorflow as hvd  # noqa: E402
 
 
 def make_train_step():

@@ -34,14 +34,16 @@ class TinyModel:
 
 def full_batch():
     data = np.random.RandomState(11)
-    return (data.randn(BATCH, FEATURES).astype(np.float32),
-            data.randint(0, VOCABULARY, size=(BATCH, IDS_PER_ROW)).astype(np.int64),
-            data.randn(BATCH, OUTPUTS).astype(np.float32))
+    return (
+        data.randn(BATCH, FEATURES).astype(np.float32),
+        data.randint(0, VOCABULARY, size=(BATCH, IDS_PER_ROW)).astype(np.int64),
+        data.randn(BATCH, OUTPUTS).astype(np.float32),
+    )
 
 
 def shard(batch, rank, size):
     rows = BATCH // size
-    return tuple(part[rank * rows:(rank + 1) * rows] for part in batch)
+    return tuple(part[rank * rows : (rank + 1) * rows] for part in batch)
 
 
 def reference_weights(batch, scale=1.0):
@@ -92,10 +94,20 @@ def check_distributed_gradient_tape(rank, size):
         ("tf.function, gathered IndexedSlices", True, {}, 1e-5, tf.IndexedSlices),
         ("tf.function, sparse_as_dense", True, {"sparse_as_dense": True}, 1e-5, tf.Tensor),
         ("eager, predivide 2", False, {"gradient_predivide_factor": 2.0}, 1e-5, tf.IndexedSlices),
-        ("tf.function, fp16 compression", True, {"compression": hvd.Compression.fp16, "sparse_as_dense": True},
-         1e-2, tf.Tensor),
-        ("eager, bf16 compression", False, {"compression": hvd.Compression.bf16, "sparse_as_dense": True},
-         3e-2, tf.Tensor),
+        (
+            "tf.function, fp16 compression",
+            True,
+            {"compression": hvd.Compression.fp16, "sparse_as_dense": True},
+            1e-2,
+            tf.Tensor,
+        ),
+        (
+            "eager, bf16 compression",
+            False,
+            {"compression": hvd.Compression.bf16, "sparse_as_dense": True},
+            3e-2,
+            tf.Tensor,
+        ),
     ]
     for what, in_function, options, tolerance, embedding_gradient in variants:
         weights, gradient_types = train_distributed(mine, in_function, **options)

@@ -5,9 +5,9 @@ cycles; every result is checked exactly."""
 import threading
 
 import numpy as np
+from rank_checks import assert_equal, run_main
 
 import lockstep.numpy as hvd
-from rank_checks import assert_equal, run_main
 
 THREADS = 4
 OPS_PER_THREAD = 150
@@ -17,7 +17,7 @@ def sync_worker(thread, rank, size, failures):
     try:
         for step in range(OPS_PER_THREAD):
             values = np.arange(3, dtype=np.int64) + rank * 10 + step
-            expected = (np.arange(3, dtype=np.int64) * size + 10 * sum(range(size)) + step * size)
+            expected = np.arange(3, dtype=np.int64) * size + 10 * sum(range(size)) + step * size
             result = hvd.allreduce(values, op=hvd.Sum, name=f"thread{thread}.op")
             assert_equal(result, expected, f"thread {thread} step {step}")
     except BaseException as e:  # reported by the main thread
@@ -27,8 +27,9 @@ def sync_worker(thread, rank, size, failures):
 def async_worker(rank, size, failures):
     try:
         for step in range(OPS_PER_THREAD // 10):
-            handles = [hvd.allreduce_async(np.full(5, rank + i, np.float32), op=hvd.Sum, name=f"async.{i}")
-                       for i in range(10)]
+            handles = [
+                hvd.allreduce_async(np.full(5, rank + i, np.float32), op=hvd.Sum, name=f"async.{i}") for i in range(10)
+            ]
             for i, handle in enumerate(handles):
                 want = np.full(5, sum(range(size)) + i * size, np.float32)
                 assert_equal(hvd.synchronize(handle), want, f"async {i} step {step}")

@@ -5,12 +5,11 @@ Every rank backpropagates an upstream gradient that depends on its rank, and
 knows every other rank's, so it can compute the expected gradient itself.
 """
 
-import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
-
 import torch
+import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
+from torch_checks import assert_close, assert_tensor_equal
 
 import lockstep.torch as hvd
-from torch_checks import assert_close, assert_tensor_equal
 
 GRAD_DTYPES = [torch.float32, torch.float64]
 
@@ -26,8 +25,12 @@ def upstream(rank, shape, dtype, salt=0):
 
 def check_allreduce_gradients(rank, size):
     for dtype in GRAD_DTYPES:
-        for op, prescale, postscale in [(hvd.Sum, 1.0, 1.0), (hvd.Average, 1.0, 1.0), (hvd.Sum, 2.0, 0.25),
-                                        (hvd.Average, 0.5, 3.0)]:
+        for op, prescale, postscale in [
+            (hvd.Sum, 1.0, 1.0),
+            (hvd.Average, 1.0, 1.0),
+            (hvd.Sum, 2.0, 0.25),
+            (hvd.Average, 0.5, 3.0),
+        ]:
             x = torch.ones(3, 4, dtype=dtype, requires_grad=True)
             y = hvd.allreduce(x, op=op, prescale_factor=prescale, postscale_factor=postscale)
             y.backward(upstream(rank, (3, 4), dtype))
@@ -46,8 +49,9 @@ def check_grouped_allreduce_gradients(rank, size):
     ya, yb = hvd.grouped_allreduce([a, b], op=hvd.Average)
     torch.autograd.backward([ya, yb], [upstream(rank, (4,), torch.float32), upstream(rank, (2, 3), torch.float64, 1)])
     assert_tensor_equal(a.grad, sum(upstream(r, (4,), torch.float32) for r in range(size)) / size, "grouped grad a")
-    assert_tensor_equal(b.grad, sum(upstream(r, (2, 3), torch.float64, 1) for r in range(size)) / size,
-                        "grouped grad b")
+    assert_tensor_equal(
+        b.grad, sum(upstream(r, (2, 3), torch.float64, 1) for r in range(size)) / size, "grouped grad b"
+    )
 
 
 def check_allgather_gradients(rank, size):
@@ -60,7 +64,7 @@ def check_allgather_gradients(rank, size):
         assert gathered.shape == (total_rows, 3), gathered.shape
         gathered.backward(upstream(rank, (total_rows, 3), dtype))
         averaged = sum(upstream(r, (total_rows, 3), dtype) for r in range(size)) / size
-        assert_tensor_equal(x.grad, averaged[offset:offset + rows[rank]], f"allgather grad {dtype}")
+        assert_tensor_equal(x.grad, averaged[offset : offset + rows[rank]], f"allgather grad {dtype}")
 
 
 def check_broadcast_gradients(rank, size):
@@ -83,11 +87,11 @@ def check_alltoall_gradients(rank, size):
     blocks = []
     for j in range(size):
         start = sum(splits_of[k][j] for k in range(rank))
-        blocks.append(upstream(j, (received_rows[j], 2), torch.float64)[start:start + splits_of[rank][j]])
+        blocks.append(upstream(j, (received_rows[j], 2), torch.float64)[start : start + splits_of[rank][j]])
     assert_tensor_equal(x.grad, torch.cat(blocks), "alltoall grad")
     y = torch.zeros(2 * size, requires_grad=True)
     hvd.alltoall(y).backward(upstream(rank, (2 * size,), torch.float32))
-    expected = torch.cat([upstream(j, (2 * size,), torch.float32)[2 * rank:2 * rank + 2] for j in range(size)])
+    expected = torch.cat([upstream(j, (2 * size,), torch.float32)[2 * rank : 2 * rank + 2] for j in range(size)])
     assert_tensor_equal(y.grad, expected, "alltoall grad without splits")
 
 
@@ -106,8 +110,11 @@ def check_reducescatter_gradients(rank, size):
 
 def check_sync_batch_norm(rank, size):
     """N ranks with SyncBatchNorm on their shards == BatchNorm on the concatenated batch."""
-    for shape_tail, reference_class in [((3,), torch.nn.BatchNorm1d), ((3, 5), torch.nn.BatchNorm1d),
-                                        ((3, 4, 4), torch.nn.BatchNorm2d)]:
+    for shape_tail, reference_class in [
+        ((3,), torch.nn.BatchNorm1d),
+        ((3, 5), torch.nn.BatchNorm1d),
+        ((3, 4, 4), torch.nn.BatchNorm2d),
+    ]:
         for momentum in (0.1, None):
             _compare_sync_batch_norm(rank, size, shape_tail, reference_class, momentum)
 
@@ -116,10 +123,12 @@ def _compare_sync_batch_norm(rank, size, shape_tail, reference_class, momentum):
     what = f"SyncBatchNorm {shape_tail} momentum {momentum}"
     batch_of = [r + 2 for r in range(size)]  # uneven batches
     generator = torch.Generator().manual_seed(7)
-    inputs = [torch.randn((batch_of[r],) + shape_tail, generator=generator, dtype=torch.float64) * 3 + 1
-              for r in range(size)]
-    upstreams = [torch.randn((batch_of[r],) + shape_tail, generator=generator, dtype=torch.float64)
-                 for r in range(size)]
+    inputs = [
+        torch.randn((batch_of[r],) + shape_tail, generator=generator, dtype=torch.float64) * 3 + 1 for r in range(size)
+    ]
+    upstreams = [
+        torch.randn((batch_of[r],) + shape_tail, generator=generator, dtype=torch.float64) for r in range(size)
+    ]
     channels = shape_tail[0]
     synced = hvd.SyncBatchNorm(channels, momentum=momentum).double()
     reference = reference_class(channels, momentum=momentum).double()
@@ -135,8 +144,8 @@ def _compare_sync_batch_norm(rank, size, shape_tail, reference_class, momentum):
         expected = reference(full)
         expected.backward(torch.cat(upstreams))
         start = sum(batch_of[:rank])
-        assert_close(out, expected[start:start + batch_of[rank]].detach(), f"{what} step {step} output")
-        assert_close(x.grad, full.grad[start:start + batch_of[rank]], f"{what} step {step} input grad")
+        assert_close(out, expected[start : start + batch_of[rank]].detach(), f"{what} step {step} output")
+        assert_close(x.grad, full.grad[start : start + batch_of[rank]], f"{what} step {step} input grad")
         for name in ("weight", "bias"):
             summed = hvd.allreduce(getattr(synced, name).grad, op=hvd.Sum)
             assert_close(summed, getattr(reference, name).grad, f"{what} step {step} {name} grad summed over ranks")

@@ -12,7 +12,6 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-
 from rank_checks import BFLOAT16, assert_equal  # noqa: E402
 
 torch.set_num_threads(1)
@@ -61,8 +60,10 @@ def assert_close(actual, expected, what, atol=1e-5, rtol=1e-5):
     assert actual.shape == expected.shape, f"{what}: shape {tuple(actual.shape)}, expected {tuple(expected.shape)}"
     if not torch.allclose(actual, expected, atol=atol, rtol=rtol):
         difference = (actual - expected).abs().max().item()
-        raise AssertionError(f"{what}: differs by up to {difference:.3g} (atol {atol}, rtol {rtol})\n"
-                             f"got      {actual.flatten()[:6]}\nexpected {expected.flatten()[:6]}")
+        raise AssertionError(
+            f"{what}: differs by up to {difference:.3g} (atol {atol}, rtol {rtol})\n"
+            f"got      {actual.flatten()[:6]}\nexpected {expected.flatten()[:6]}"
+        )
 
 
 def assert_identical_across_ranks(hvd, tensors, what):

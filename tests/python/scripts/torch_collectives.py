@@ -4,14 +4,13 @@ poll, barrier and object collectives."""
 
 import warnings
 
-import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
-
 import numpy as np
 import torch
-
-import lockstep.torch as hvd
+import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
 from rank_checks import alltoall_rows, average_values, expected_reduction, product_values, rank_values, rows_for
 from torch_checks import ALL_DTYPES, NUMERIC_DTYPES, NUMPY_DTYPES, assert_tensor_equal, to_torch
+
+import lockstep.torch as hvd
 
 OPS = {"Sum": hvd.Sum, "Average": hvd.Average, "Min": hvd.Min, "Max": hvd.Max, "Product": hvd.Product}
 SHAPES = [(17,), (3, 4), (), (0,), (2, 0, 3)]
@@ -152,10 +151,10 @@ def check_alltoall(rank, size):
         assert_tensor_equal(received, expected, f"alltoall_async {dtype}")
         assert_tensor_equal(received_splits, expected_splits, f"alltoall_async {dtype} received splits")
         even = to_torch(rank_values(np_dtype, (2 * size, 2), rank))
-        expected_even = np.concatenate([rank_values(np_dtype, (2 * size, 2), r)[2 * rank:2 * rank + 2]
-                                        for r in range(size)])
+        expected_even = np.concatenate(
+            [rank_values(np_dtype, (2 * size, 2), r)[2 * rank : 2 * rank + 2] for r in range(size)]
+        )
         assert_tensor_equal(hvd.alltoall(even), expected_even, f"alltoall {dtype} without splits")
-
 
 
 def check_reducescatter(rank, size):
@@ -167,25 +166,30 @@ def check_reducescatter(rank, size):
         np_dtype = NUMPY_DTYPES[dtype]
         for op_name in ("Sum", "Average"):
             make = average_values if op_name == "Average" else None
-            inputs = [make(np_dtype, (rows, 3), r, size) if make else rank_values(np_dtype, (rows, 3), r)
-                      for r in range(size)]
+            inputs = [
+                make(np_dtype, (rows, 3), r, size) if make else rank_values(np_dtype, (rows, 3), r) for r in range(size)
+            ]
             full = expected_reduction(inputs, np_dtype, op_name, size)
             result = hvd.reducescatter(to_torch(inputs[rank]), op=OPS[op_name])
-            assert_tensor_equal(result, full[start:start + counts[rank]], f"reducescatter {dtype} {op_name}")
+            assert_tensor_equal(result, full[start : start + counts[rank]], f"reducescatter {dtype} {op_name}")
             handle = hvd.reducescatter_async(to_torch(inputs[rank]), op=OPS[op_name])
-            assert_tensor_equal(hvd.synchronize(handle), full[start:start + counts[rank]],
-                                f"reducescatter_async {dtype} {op_name}")
+            assert_tensor_equal(
+                hvd.synchronize(handle), full[start : start + counts[rank]], f"reducescatter_async {dtype} {op_name}"
+            )
         inputs = [rank_values(np_dtype, (rows,), r) for r in range(size)]
         full = expected_reduction(inputs, np_dtype, "Sum", size, prescale=2.0)
         scaled = hvd.reducescatter(to_torch(inputs[rank]), op=hvd.Sum, prescale_factor=2.0)
-        assert_tensor_equal(scaled, full[start:start + counts[rank]], f"reducescatter {dtype} prescale 2")
+        assert_tensor_equal(scaled, full[start : start + counts[rank]], f"reducescatter {dtype} prescale 2")
 
 
 def check_non_contiguous(rank, size):
     base = torch.arange(24, dtype=torch.float32).reshape(4, 6) + rank
     expected_sum = sum(torch.arange(24, dtype=torch.float32).reshape(4, 6) + r for r in range(size))
-    for label, make in [("strided", lambda t: t[:, ::2]), ("transposed", lambda t: t.t()),
-                        ("column slice", lambda t: t[:, 1:4])]:
+    for label, make in [
+        ("strided", lambda t: t[:, ::2]),
+        ("transposed", lambda t: t.t()),
+        ("column slice", lambda t: t[:, 1:4]),
+    ]:
         view = make(base)
         assert not view.is_contiguous(), label
         assert_tensor_equal(hvd.allreduce(view, op=hvd.Sum), make(expected_sum), f"allreduce of a {label} view")
@@ -195,8 +199,9 @@ def check_non_contiguous(rank, size):
         expected_target = base.clone()
         make(expected_target).copy_(make(expected_sum))
         assert_tensor_equal(target, expected_target, f"allreduce_ writes through a {label} view")
-        assert_tensor_equal(hvd.allgather(view), torch.cat([make(base - rank + r) for r in range(size)]),
-                            f"allgather of a {label} view")
+        assert_tensor_equal(
+            hvd.allgather(view), torch.cat([make(base - rank + r) for r in range(size)]), f"allgather of a {label} view"
+        )
     root_view = (torch.zeros(4, 6) + rank)[:, 1::2]
     hvd.broadcast_(root_view, root_rank=size - 1)
     assert_tensor_equal(root_view, torch.full((4, 3), float(size - 1)), "broadcast_ into a strided view")
@@ -205,8 +210,11 @@ def check_non_contiguous(rank, size):
 def check_compression(rank, size):
     tensor = torch.arange(6, dtype=torch.float32) + rank
     expected = sum(torch.arange(6, dtype=torch.float32) + r for r in range(size))
-    for label, compression in [("fp16", hvd.Compression.fp16), ("bf16", hvd.Compression.bf16),
-                               ("none", hvd.Compression.none)]:
+    for label, compression in [
+        ("fp16", hvd.Compression.fp16),
+        ("bf16", hvd.Compression.bf16),
+        ("none", hvd.Compression.none),
+    ]:
         result = hvd.allreduce(tensor, op=hvd.Sum, compression=compression)
         assert_tensor_equal(result, expected, f"allreduce with Compression.{label} keeps float32")
     grouped = hvd.grouped_allreduce([tensor, tensor.double()], op=hvd.Sum, compression=hvd.Compression.fp16)

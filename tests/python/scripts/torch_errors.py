@@ -3,15 +3,14 @@ ranks, names in flight, unsupported dtypes and devices, bad arguments, and
 DistributedOptimizer / broadcast misuse. Each is a clear error on the rank that
 caused it (or on every rank, for mismatches), and collectives work afterwards."""
 
-import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
-
 import numpy as np
 import torch
+import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
+from rank_checks import expect_error
 from torch import nn
+from torch_checks import assert_tensor_equal
 
 import lockstep.torch as hvd
-from rank_checks import expect_error
-from torch_checks import assert_tensor_equal
 
 NOT_INITIALIZED = (hvd.NotInitializedError, ValueError)
 
@@ -24,8 +23,9 @@ def before_init():
     expect_error(NOT_INITIALIZED, ["init"], hvd.rank)
     expect_error(NOT_INITIALIZED, ["init"], hvd.broadcast_parameters, {"w": torch.ones(2)}, 0)
     expect_error(NOT_INITIALIZED, ["init"], hvd.broadcast_object, {"a": 1})
-    expect_error(NOT_INITIALIZED, ["init"], hvd.DistributedOptimizer,
-                 torch.optim.SGD([nn.Parameter(torch.ones(2))], lr=0.1))
+    expect_error(
+        NOT_INITIALIZED, ["init"], hvd.DistributedOptimizer, torch.optim.SGD([nn.Parameter(torch.ones(2))], lr=0.1)
+    )
     expect_error(NOT_INITIALIZED, ["init"], hvd.SyncBatchNorm(3), torch.ones(4, 3))
 
 
@@ -38,8 +38,11 @@ def check_mismatches_across_ranks(rank, size):
     odd = rank == size - 1  # one rank disagrees with the rest
     cases = [
         ("torch.mismatch.shape", ["shape"], lambda name: hvd.allreduce(torch.ones(4 if odd else 3), name=name)),
-        ("torch.mismatch.dtype", ["data type"],
-         lambda name: hvd.allreduce(torch.ones(3, dtype=torch.int32 if odd else torch.float32), name=name)),
+        (
+            "torch.mismatch.dtype",
+            ["data type"],
+            lambda name: hvd.allreduce(torch.ones(3, dtype=torch.int32 if odd else torch.float32), name=name),
+        ),
         ("torch.mismatch.rows", ["shape"], lambda name: hvd.allgather(torch.ones(2, 3 if odd else 2), name=name)),
         ("torch.mismatch.inplace", ["shape"], lambda name: hvd.allreduce_(torch.ones(2 if odd else 5), name=name)),
         ("torch.mismatch.broadcast", ["shape"], lambda name: hvd.broadcast_(torch.ones(1 if odd else 2), 0, name=name)),
@@ -48,8 +51,9 @@ def check_mismatches_across_ranks(rank, size):
         expect_error(hvd.LockstepError, [name] + fragments, submit, name)
         check_still_working(rank, size, name)
     model = nn.Linear(3, 2 if odd else 3)  # a different model on one rank
-    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
-                                         named_parameters=model.named_parameters())
+    optimizer = hvd.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.1), named_parameters=model.named_parameters()
+    )
     model(torch.ones(1, 3)).sum().backward()
     expect_error(hvd.LockstepError, ["allreduce.", "shape"], optimizer.step)
     check_still_working(rank, size, "DistributedOptimizer with mismatched models")
@@ -71,8 +75,15 @@ def check_name_in_flight(rank, size):
 def check_unsupported_tensors(rank, size):
     for dtype in (torch.complex64, torch.uint16, torch.uint32, torch.uint64, torch.float8_e4m3fn):
         tensor = torch.zeros(size, 2, dtype=dtype)
-        for submit in (hvd.allreduce, hvd.allreduce_, hvd.allgather, lambda t: hvd.broadcast(t, 0),
-                       lambda t: hvd.broadcast_(t, 0), hvd.alltoall, hvd.reducescatter):
+        for submit in (
+            hvd.allreduce,
+            hvd.allreduce_,
+            hvd.allgather,
+            lambda t: hvd.broadcast(t, 0),
+            lambda t: hvd.broadcast_(t, 0),
+            hvd.alltoall,
+            hvd.reducescatter,
+        ):
             error = expect_error(TypeError, ["dtype", str(dtype).replace("torch.", "")], submit, tensor)
             for supported in ("uint8", "int64", "float16", "bfloat16", "float32", "bool"):
                 assert supported in str(error), f"the dtype error lists {supported}: {error}"
@@ -92,8 +103,9 @@ def check_bad_arguments(rank, size):
     if size & (size - 1):  # Horovod's error where Adasum cannot run
         expect_error(NotImplementedError, ["adasum", "power-of-2"], hvd.allreduce, good, op=hvd.Adasum)
     else:
-        expect_error(ValueError, ["adasum", "floating-point"], hvd.allreduce, torch.ones(3, dtype=torch.int32),
-                     op=hvd.Adasum)
+        expect_error(
+            ValueError, ["adasum", "floating-point"], hvd.allreduce, torch.ones(3, dtype=torch.int32), op=hvd.Adasum
+        )
     expect_error(ValueError, ["reduce op"], hvd.allreduce_, good, op=17)
     expect_error(TypeError, ["prescale_factor"], hvd.allreduce, good, prescale_factor="2")
     expect_error(ValueError, ["bool", "average"], hvd.allreduce, torch.ones(3, dtype=torch.bool))
@@ -117,35 +129,63 @@ def check_optimizer_misuse(rank, size):
     model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
     sgd = torch.optim.SGD(model.parameters(), lr=0.1)
     named = list(model.named_parameters())
-    expect_error(ValueError, ["unique", "0.weight"], hvd.DistributedOptimizer, sgd,
-                 named_parameters=[("0.weight", p) for _, p in named])
-    expect_error(ValueError, ["unnamed", "allreduce.noname.0.2", "(2, 4)"], hvd.DistributedOptimizer, sgd,
-                 named_parameters=named[:2] + named[3:])
-    expect_error(ValueError, ["(name, parameter) tuples"], hvd.DistributedOptimizer, sgd,
-                 named_parameters=[p for _, p in named])
+    expect_error(
+        ValueError,
+        ["unique", "0.weight"],
+        hvd.DistributedOptimizer,
+        sgd,
+        named_parameters=[("0.weight", p) for _, p in named],
+    )
+    expect_error(
+        ValueError,
+        ["unnamed", "allreduce.noname.0.2", "(2, 4)"],
+        hvd.DistributedOptimizer,
+        sgd,
+        named_parameters=named[:2] + named[3:],
+    )
+    expect_error(
+        ValueError, ["(name, parameter) tuples"], hvd.DistributedOptimizer, sgd, named_parameters=[p for _, p in named]
+    )
     expect_error(TypeError, ["named_parameters"], hvd.DistributedOptimizer, sgd, named_parameters=5)
     expect_error(TypeError, ["torch.optim.Optimizer"], hvd.DistributedOptimizer, model)
-    expect_error(ValueError, ["already a DistributedOptimizer"], hvd.DistributedOptimizer,
-                 hvd.DistributedOptimizer(torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=0.1)))
-    expect_error(ValueError, ["gradient_predivide_factor", "adasum"], hvd.DistributedOptimizer, sgd,
-                 op=hvd.Adasum, gradient_predivide_factor=2.0)
+    expect_error(
+        ValueError,
+        ["already a DistributedOptimizer"],
+        hvd.DistributedOptimizer,
+        hvd.DistributedOptimizer(torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=0.1)),
+    )
+    expect_error(
+        ValueError,
+        ["gradient_predivide_factor", "adasum"],
+        hvd.DistributedOptimizer,
+        sgd,
+        op=hvd.Adasum,
+        gradient_predivide_factor=2.0,
+    )
     expect_error(ValueError, ["max"], hvd.DistributedOptimizer, sgd, op=hvd.Max)
-    expect_error(ValueError, ["gradient_predivide_factor", "average"], hvd.DistributedOptimizer, sgd,
-                 op=hvd.Sum, gradient_predivide_factor=2.0)
-    expect_error(ValueError, ["backward_passes_per_step"], hvd.DistributedOptimizer, sgd,
-                 backward_passes_per_step=0)
-    expect_error(TypeError, ["backward_passes_per_step"], hvd.DistributedOptimizer, sgd,
-                 backward_passes_per_step=1.5)
+    expect_error(
+        ValueError,
+        ["gradient_predivide_factor", "average"],
+        hvd.DistributedOptimizer,
+        sgd,
+        op=hvd.Sum,
+        gradient_predivide_factor=2.0,
+    )
+    expect_error(ValueError, ["backward_passes_per_step"], hvd.DistributedOptimizer, sgd, backward_passes_per_step=0)
+    expect_error(TypeError, ["backward_passes_per_step"], hvd.DistributedOptimizer, sgd, backward_passes_per_step=1.5)
     expect_error(ValueError, ["groups"], hvd.DistributedOptimizer, sgd, groups=-1)
-    expect_error(ValueError, ["groups[0]", "not a trainable parameter"], hvd.DistributedOptimizer, sgd,
-                 groups=[[torch.ones(2)]])
-    expect_error(ValueError, ["more than one group"], hvd.DistributedOptimizer, sgd,
-                 groups=[[named[0][1]], [named[0][1]]])
+    expect_error(
+        ValueError, ["groups[0]", "not a trainable parameter"], hvd.DistributedOptimizer, sgd, groups=[[torch.ones(2)]]
+    )
+    expect_error(
+        ValueError, ["more than one group"], hvd.DistributedOptimizer, sgd, groups=[[named[0][1]], [named[0][1]]]
+    )
     expect_error(TypeError, ["compression"], hvd.DistributedOptimizer, sgd, compression="fp16")
     expect_error(TypeError, ["sparse_as_dense"], hvd.DistributedOptimizer, sgd, sparse_as_dense=1)
     expect_error(TypeError, ["params"], hvd.broadcast_parameters, 5, root_rank=0)
-    expect_error(ValueError, ["unique", "w"], hvd.broadcast_parameters,
-                 [("w", torch.ones(1)), ("w", torch.ones(1))], root_rank=0)
+    expect_error(
+        ValueError, ["unique", "w"], hvd.broadcast_parameters, [("w", torch.ones(1)), ("w", torch.ones(1))], root_rank=0
+    )
     expect_error(TypeError, ["torch.Tensor"], hvd.broadcast_parameters, {"w": [1.0]}, root_rank=0)
     expect_error(ValueError, ["root_rank"], hvd.broadcast_parameters, model.state_dict(), root_rank=size)
     expect_error(TypeError, ["torch.optim.Optimizer"], hvd.broadcast_optimizer_state, model, root_rank=0)

@@ -4,10 +4,10 @@ reaches the user, optimizer.step() completes what was started (no hang, nothing
 left pending), and training continues with identical parameters on every rank."""
 
 import torch
+from rank_checks import expect_error
 from torch import nn
 
 import lockstep.torch as hvd
-from rank_checks import expect_error
 
 
 class HookFailure(RuntimeError):
@@ -33,8 +33,9 @@ def averaged_step_reference(size, lr):
 
 def check_exception_in_backward_hook(rank, size, failing_ranks, label):
     model = make_model()
-    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.5),
-                                         named_parameters=model.named_parameters())
+    optimizer = hvd.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.5), named_parameters=model.named_parameters()
+    )
     armed = [rank in failing_ranks]
 
     def user_hook(grad):  # runs after the second layer's gradients were submitted
@@ -68,8 +69,9 @@ def check_exception_in_backward_hook(rank, size, failing_ranks, label):
 
 def check_clean_step_matches_reference(rank, size):
     model = make_model()
-    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.5),
-                                         named_parameters=model.named_parameters())
+    optimizer = hvd.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.5), named_parameters=model.named_parameters()
+    )
     model(torch.full((2, 3), float(rank))).sum().backward()
     optimizer.step()
     for mine, want in zip(model.parameters(), averaged_step_reference(size, 0.5)):

@@ -9,12 +9,11 @@ complete. Polled with a deadline so a hang fails fast instead of stalling the jo
 
 import time
 
-import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
-
 import torch
+import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
+from torch_checks import assert_tensor_equal
 
 import lockstep.torch as hvd
-from torch_checks import assert_tensor_equal
 
 DEADLINE_SECONDS = 10
 
@@ -25,8 +24,10 @@ def grouped_sum_with_deadline(shapes, what):
     started = time.monotonic()
     while not hvd.poll(handle):
         if time.monotonic() - started > DEADLINE_SECONDS:
-            raise AssertionError(f"{what}: grouped allreduce of shapes {shapes} did not complete within "
-                                 f"{DEADLINE_SECONDS} s (core bug: a group mixing cached and changed members hangs)")
+            raise AssertionError(
+                f"{what}: grouped allreduce of shapes {shapes} did not complete within "
+                f"{DEADLINE_SECONDS} s (core bug: a group mixing cached and changed members hangs)"
+            )
         time.sleep(0.01)
     return hvd.synchronize(handle)
 

@@ -3,16 +3,15 @@ on the whole batch ends (float tolerance), with every rank bitwise identical;
 gradient accumulation, groups, compression, Sum, predivision, SyncBatchNorm, sparse
 gradients, unused parameters, gradient clipping, misuse errors and join()."""
 
-import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
-
 import warnings
 
 import torch
+import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
+from rank_checks import expect_error
 from torch import nn
+from torch_checks import assert_close, assert_identical_across_ranks
 
 import lockstep.torch as hvd
-from torch_checks import assert_close, assert_identical_across_ranks
-from rank_checks import expect_error
 
 FEATURES, HIDDEN, CLASSES, BATCH = 6, 8, 3, 4
 
@@ -36,7 +35,7 @@ def dataset(examples, seed=11):
 def block(data, index):
     """The index-th block of BATCH examples."""
     inputs, labels = data
-    return inputs[index * BATCH:(index + 1) * BATCH], labels[index * BATCH:(index + 1) * BATCH]
+    return inputs[index * BATCH : (index + 1) * BATCH], labels[index * BATCH : (index + 1) * BATCH]
 
 
 def loss_of(model, batch, scale=1.0):
@@ -72,14 +71,30 @@ def train_distributed(model, optimizer, data, steps, passes, rank, size, clip=No
                 optimizer.step()
 
 
-def compare_with_single_process(rank, size, label, make_optimizer, passes=1, steps=4, norm=None,
-                                reference_norm=None, atol=2e-5, loss_scale=1.0, clip=None, **options):
+def compare_with_single_process(
+    rank,
+    size,
+    label,
+    make_optimizer,
+    passes=1,
+    steps=4,
+    norm=None,
+    reference_norm=None,
+    atol=2e-5,
+    loss_scale=1.0,
+    clip=None,
+    **options,
+):
     data = dataset(steps * passes * size * BATCH)
     reference = make_model(reference_norm)
     train_reference(reference, make_optimizer(reference.parameters()), data, steps, passes * size, loss_scale, clip)
     model = make_model(norm)
-    optimizer = hvd.DistributedOptimizer(make_optimizer(model.parameters()), named_parameters=model.named_parameters(),
-                                         backward_passes_per_step=passes, **options)
+    optimizer = hvd.DistributedOptimizer(
+        make_optimizer(model.parameters()),
+        named_parameters=model.named_parameters(),
+        backward_passes_per_step=passes,
+        **options,
+    )
     train_distributed(model, optimizer, data, steps, passes, rank, size, clip)
     expected = reference.state_dict()
     for name, value in model.state_dict().items():
@@ -103,20 +118,18 @@ def check_equivalence(rank, size):
     compare_with_single_process(rank, size, "Adam, 2 passes, 2 groups", adam, passes=2, groups=2)
     compare_with_single_process(rank, size, "SGD, predivide 2", sgd, gradient_predivide_factor=2.0)
     compare_with_single_process(rank, size, "SGD, op=Sum", sgd, op=hvd.Sum, loss_scale=float(size))
-    compare_with_single_process(rank, size, "SGD, fp16 compression", sgd, compression=hvd.Compression.fp16,
-                                atol=2e-3)
-    compare_with_single_process(rank, size, "Adam, bf16 compression", adam, compression=hvd.Compression.bf16,
-                                atol=3e-2)
-    compare_with_single_process(rank, size, "SGD, SyncBatchNorm", sgd, norm=hvd.SyncBatchNorm,
-                                reference_norm=nn.BatchNorm1d)
+    compare_with_single_process(rank, size, "SGD, fp16 compression", sgd, compression=hvd.Compression.fp16, atol=2e-3)
+    compare_with_single_process(rank, size, "Adam, bf16 compression", adam, compression=hvd.Compression.bf16, atol=3e-2)
+    compare_with_single_process(
+        rank, size, "SGD, SyncBatchNorm", sgd, norm=hvd.SyncBatchNorm, reference_norm=nn.BatchNorm1d
+    )
     compare_with_single_process(rank, size, "SGD, clipped after synchronize()", sgd, clip=0.05)
 
 
 def check_explicit_groups_and_default_names(rank, size):
     model = make_model()
     first, second = model[0], model[2]
-    optimizer = hvd.DistributedOptimizer(sgd(model.parameters()),
-                                         groups=[[first.weight, second.bias], [first.bias]])
+    optimizer = hvd.DistributedOptimizer(sgd(model.parameters()), groups=[[first.weight, second.bias], [first.bias]])
     data = dataset(size * BATCH, seed=5)
     train_distributed(model, optimizer, data, 1, 1, rank, size)
     reference = make_model()
@@ -133,17 +146,19 @@ def check_sparse_gradients(rank, size):
             torch.manual_seed(4)
             models.append(nn.Sequential(nn.EmbeddingBag(10, 5, mode="sum", sparse=sparse), nn.Linear(5, 2)))
         model, reference = models
-        optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.5),
-                                             named_parameters=model.named_parameters(),
-                                             sparse_as_dense=sparse_as_dense)
+        optimizer = hvd.DistributedOptimizer(
+            torch.optim.SGD(model.parameters(), lr=0.5),
+            named_parameters=model.named_parameters(),
+            sparse_as_dense=sparse_as_dense,
+        )
         reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.5)
         for step in range(2):
-            rows = data[0][step * size * BATCH:(step + 1) * size * BATCH]
+            rows = data[0][step * size * BATCH : (step + 1) * size * BATCH]
             reference_optimizer.zero_grad()
             reference(rows).square().mean().backward()
             reference_optimizer.step()
             optimizer.zero_grad()
-            model(rows[rank * BATCH:(rank + 1) * BATCH]).square().mean().backward()
+            model(rows[rank * BATCH : (rank + 1) * BATCH]).square().mean().backward()
             optimizer.step()
         for (name, value), expected in zip(model.state_dict().items(), reference.state_dict().values()):
             assert_close(value, expected, f"sparse gradients (sparse_as_dense={sparse_as_dense}): {name}")
@@ -154,8 +169,9 @@ def check_unused_parameters(rank, size):
     """A parameter only rank 0 uses still reduces: the others contribute zeros."""
     used = nn.Parameter(torch.zeros(3))
     rare = nn.Parameter(torch.zeros(2))
-    optimizer = hvd.DistributedOptimizer(torch.optim.SGD([used, rare], lr=1.0),
-                                         named_parameters=[("used", used), ("rare", rare)])
+    optimizer = hvd.DistributedOptimizer(
+        torch.optim.SGD([used, rare], lr=1.0), named_parameters=[("used", used), ("rare", rare)]
+    )
     optimizer.zero_grad()
     loss = (used * (rank + 1)).sum()
     if rank == 0:
@@ -173,8 +189,9 @@ def check_misuse(rank, size):
     data = dataset(BATCH)
     loss_of(model, block(data, 0)).backward()
     expect_error(RuntimeError, ["zero_grad", "before optimizer.step()"], optimizer.zero_grad)
-    expect_error(RuntimeError, ["more than backward_passes_per_step=1"],
-                 lambda: loss_of(model, block(data, 0)).backward())
+    expect_error(
+        RuntimeError, ["more than backward_passes_per_step=1"], lambda: loss_of(model, block(data, 0)).backward()
+    )
     optimizer.synchronize()  # the failed pass left gradients half-submitted; this completes them
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -182,8 +199,9 @@ def check_misuse(rank, size):
     assert any("skip_synchronize" in str(w.message) for w in caught), "step() after synchronize() warns"
     optimizer.zero_grad()
     model = make_model()  # a fresh model: the first optimizer's hooks stay on the old one
-    accumulating = hvd.DistributedOptimizer(sgd(model.parameters()), named_parameters=model.named_parameters(),
-                                            backward_passes_per_step=2)
+    accumulating = hvd.DistributedOptimizer(
+        sgd(model.parameters()), named_parameters=model.named_parameters(), backward_passes_per_step=2
+    )
     for _ in range(2):
         loss_of(model, block(data, 0)).backward()
     expect_error(RuntimeError, ["backward_passes_per_step=2"], lambda: loss_of(model, block(data, 0)).backward())
@@ -214,8 +232,9 @@ def check_join_with_uneven_data(rank, size):
     steps_of = [r + 1 for r in range(size)]
     data = dataset(max(steps_of) * size * BATCH, seed=21)
     model = make_model()
-    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.2),
-                                         named_parameters=model.named_parameters())
+    optimizer = hvd.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.2), named_parameters=model.named_parameters()
+    )
     for step in range(steps_of[rank]):
         optimizer.zero_grad()
         loss_of(model, block(data, step * size + rank)).backward()

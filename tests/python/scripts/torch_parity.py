@@ -9,12 +9,12 @@ desynchronised ranks."""
 import sys
 
 import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
-
-import lockstep.torch as hvd
 import torch_parity_collectives
 import torch_parity_porting
 import torch_parity_training
 from rank_checks import run_main
+
+import lockstep.torch as hvd
 
 CHECKS = {**torch_parity_collectives.CHECKS, **torch_parity_training.CHECKS, **torch_parity_porting.CHECKS}
 

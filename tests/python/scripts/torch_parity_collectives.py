@@ -6,14 +6,13 @@ splits forms, join(device) and broadcast while a rank has joined.
 Every check is a function run(rank, size) can call on its own (the suite runs
 each in its own job, so one failure cannot leave the other checks hanging)."""
 
-import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
-
 import numpy as np
 import torch
+import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
+from rank_checks import expect_error, horovod_scale
+from torch_checks import NUMERIC_DTYPES, NUMPY_DTYPES, assert_tensor_equal, to_numpy
 
 import lockstep.torch as hvd
-from rank_checks import expect_error, horovod_scale
-from torch_checks import NUMERIC_DTYPES, NUMPY_DTYPES, assert_tensor_equal, to_numpy, to_torch
 
 FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 
@@ -42,11 +41,16 @@ def check_error_types(rank, size):
         hvd.synchronize(handle)
         hvd.synchronize(other)
     odd = rank == size - 1
-    error = expect_error((torch.FatalError, RuntimeError), ["shape"], hvd.allreduce, torch.ones(3 if odd else 2),
-                         name="parity.mismatch")
+    error = expect_error(
+        (torch.FatalError, RuntimeError), ["shape"], hvd.allreduce, torch.ones(3 if odd else 2), name="parity.mismatch"
+    )
     assert isinstance(error, hvd.HorovodInternalError) and not isinstance(error, ValueError), type(error).__mro__
-    for scalar_op in (lambda t: hvd.reducescatter(t), lambda t: hvd.grouped_reducescatter([t]),
-                      lambda t: hvd.allgather(t), lambda t: hvd.grouped_allgather([t])):
+    for scalar_op in (
+        lambda t: hvd.reducescatter(t),
+        lambda t: hvd.grouped_reducescatter([t]),
+        lambda t: hvd.allgather(t),
+        lambda t: hvd.grouped_allgather([t]),
+    ):
         for catch in (ValueError, RuntimeError, hvd.HorovodInternalError):
             expect_error(catch, ["dimension"], scalar_op, torch.tensor(float(rank)))
     for catch in (ValueError, RuntimeError):
@@ -86,18 +90,20 @@ def check_scaling_is_horovods(rank, size):
                 everyone = [to_numpy(t) for t in hvd.allgather(mine.unsqueeze(0), name=f"in.{dtype}.{index}.{op_name}")]
                 np_dtype = NUMPY_DTYPES[dtype]
                 scaled = [horovod_scale(x, pre) for x in everyone]
-                total = np.sum(np.stack(scaled).astype(np.float64), axis=0).astype(np_dtype) \
-                    if dtype.is_floating_point else np.sum(np.stack(scaled), axis=0, dtype=np_dtype)
+                total = (
+                    np.sum(np.stack(scaled).astype(np.float64), axis=0).astype(np_dtype)
+                    if dtype.is_floating_point
+                    else np.sum(np.stack(scaled), axis=0, dtype=np_dtype)
+                )
                 post_factor = post / size if op == hvd.Average else post
                 expected = horovod_scale(total, post_factor)
                 what = f"{dtype} {op_name} prescale {pre} postscale {post}"
                 result = hvd.allreduce(mine, op=op, prescale_factor=pre, postscale_factor=post, name=f"scale.{what}")
                 assert_tensor_equal(result, expected, f"allreduce {what}")
-                shares = hvd.reducescatter(mine, op=op, prescale_factor=pre, postscale_factor=post,
-                                           name=f"rs.{what}")
+                shares = hvd.reducescatter(mine, op=op, prescale_factor=pre, postscale_factor=post, name=f"rs.{what}")
                 counts = [(size + 1) // size + (1 if r < (size + 1) % size else 0) for r in range(size)]
                 start = sum(counts[:rank])
-                assert_tensor_equal(shares, expected[start:start + counts[rank]], f"reducescatter {what}")
+                assert_tensor_equal(shares, expected[start : start + counts[rank]], f"reducescatter {what}")
                 if dtype == torch.float32:
                     wide = (np.float64(post_factor) * total.astype(np.float64)).astype(np.float32)
                     double_rounding_differs |= not np.array_equal(wide, expected)
@@ -105,8 +111,11 @@ def check_scaling_is_horovods(rank, size):
 
 
 def check_grouped_allgather(rank, size):
-    tensors = [torch.full((rank + 1, 2), float(rank)), torch.arange(3, dtype=torch.int32) + rank,
-               torch.full((rank % 2 + 1,), rank, dtype=torch.int64)]
+    tensors = [
+        torch.full((rank + 1, 2), float(rank)),
+        torch.arange(3, dtype=torch.int32) + rank,
+        torch.full((rank % 2 + 1,), rank, dtype=torch.int64),
+    ]
     gathered = hvd.grouped_allgather(tensors, name="parity.grouped_allgather")
     for index, result in enumerate(gathered):
         expected = torch.cat([_rank_tensors(r)[index] for r in range(size)])
@@ -124,8 +133,11 @@ def check_grouped_allgather(rank, size):
 
 
 def _rank_tensors(r):
-    return [torch.full((r + 1, 2), float(r)), torch.arange(3, dtype=torch.int32) + r,
-            torch.full((r % 2 + 1,), r, dtype=torch.int64)]
+    return [
+        torch.full((r + 1, 2), float(r)),
+        torch.arange(3, dtype=torch.int32) + r,
+        torch.full((r % 2 + 1,), r, dtype=torch.int64),
+    ]
 
 
 def check_grouped_reducescatter(rank, size):
@@ -134,17 +146,25 @@ def check_grouped_reducescatter(rank, size):
     start = sum(counts[:rank])
     for dtype in (torch.int32, torch.int64, torch.float16, torch.float32, torch.float64):
         tensors = [(torch.arange(rows * 2).reshape(rows, 2) % 7 + rank * (k + 1)).to(dtype) for k in range(3)]
-        for op, pre, post in ((hvd.Sum, 1.0, 1.0), (hvd.Average, 1.0, 1.0), (hvd.Sum, 0.5, 3.0),
-                              (hvd.Average, 2.0, 0.25)):
+        for op, pre, post in (
+            (hvd.Sum, 1.0, 1.0),
+            (hvd.Average, 1.0, 1.0),
+            (hvd.Sum, 0.5, 3.0),
+            (hvd.Average, 2.0, 0.25),
+        ):
             results = hvd.grouped_reducescatter(tensors, op=op, prescale_factor=pre, postscale_factor=post)
             for k, result in enumerate(results):
-                everyone = [to_numpy((torch.arange(rows * 2).reshape(rows, 2) % 7 + r * (k + 1)).to(dtype))
-                            for r in range(size)]
+                everyone = [
+                    to_numpy((torch.arange(rows * 2).reshape(rows, 2) % 7 + r * (k + 1)).to(dtype)) for r in range(size)
+                ]
                 np_dtype = NUMPY_DTYPES[dtype]
                 total = np.sum(np.stack([horovod_scale(x, pre) for x in everyone]), axis=0, dtype=np_dtype)
                 expected = horovod_scale(total, post / size if op == hvd.Average else post)
-                assert_tensor_equal(result, expected[start:start + counts[rank]],
-                                    f"grouped_reducescatter {dtype} op {op} pre {pre} post {post} tensor {k}")
+                assert_tensor_equal(
+                    result,
+                    expected[start : start + counts[rank]],
+                    f"grouped_reducescatter {dtype} op {op} pre {pre} post {post} tensor {k}",
+                )
     # Gradients as Horovod defines them: ones * size for Sum, ones for Average.
     for op, factor in ((hvd.Sum, size), (hvd.Average, 1)):
         leaves = [torch.ones(rows, 3, requires_grad=True), torch.ones(size * 2, requires_grad=True)]
@@ -211,11 +231,16 @@ def check_adasum_allreduce(rank, size):
         for shape in [(7,), (4, 3), (1,), (0,)]:
             count = int(np.prod(shape))
             mine = (torch.arange(count, dtype=torch.float64) % 5 - 2 + rank * (torch.arange(count) % 3)).reshape(shape)
-            everyone = [(torch.arange(count, dtype=torch.float64) % 5 - 2 + r * (torch.arange(count) % 3)).reshape(-1)
-                        for r in range(size)]
+            everyone = [
+                (torch.arange(count, dtype=torch.float64) % 5 - 2 + r * (torch.arange(count) % 3)).reshape(-1)
+                for r in range(size)
+            ]
             expected = adasum_tree_reference(everyone, NUMPY_DTYPES[dtype]).reshape(shape)
-            check(hvd.allreduce(mine.to(dtype), op=hvd.Adasum, name=f"adasum.{dtype}.{shape}"), expected,
-                  f"Adasum {dtype} {shape}")
+            check(
+                hvd.allreduce(mine.to(dtype), op=hvd.Adasum, name=f"adasum.{dtype}.{shape}"),
+                expected,
+                f"Adasum {dtype} {shape}",
+            )
     # Orthogonal gradients add, identical ones stay (the defining properties), exactly.
     basis = torch.zeros(size)
     basis[rank] = 1.0 + rank
@@ -229,10 +254,12 @@ def check_adasum_allreduce(rank, size):
     check(reduced[0], first, "grouped Adasum tensor 0")
     assert_tensor_equal(reduced[1], torch.arange(1.0, size + 1), "grouped Adasum tensor 1")
     half = hvd.allreduce(torch.tensor([1.0, 2.0], dtype=torch.float16) * (rank + 1), op=hvd.Adasum)
-    check(half, adasum_tree_reference([np.array([1.0, 2.0]) * (r + 1) for r in range(size)], np.float16),
-          "Adasum float16")
-    expect_error(ValueError, ["adasum", "floating-point"], hvd.allreduce, torch.ones(2, dtype=torch.int32),
-                 op=hvd.Adasum)
+    check(
+        half, adasum_tree_reference([np.array([1.0, 2.0]) * (r + 1) for r in range(size)], np.float16), "Adasum float16"
+    )
+    expect_error(
+        ValueError, ["adasum", "floating-point"], hvd.allreduce, torch.ones(2, dtype=torch.int32), op=hvd.Adasum
+    )
 
 
 def adasum_tree_reference(vectors, dtype):
@@ -241,7 +268,7 @@ def adasum_tree_reference(vectors, dtype):
     exchanged slices do."""
     level = [np.asarray(v, np.float64) for v in vectors]
     while len(level) > 1:
-        level = [adasum_reference(level[i:i + 2]).astype(dtype).astype(np.float64) for i in range(0, len(level), 2)]
+        level = [adasum_reference(level[i : i + 2]).astype(dtype).astype(np.float64) for i in range(0, len(level), 2)]
     return level[0].astype(dtype)
 
 
@@ -253,14 +280,17 @@ def check_adasum_levels(rank, size):
     count = 13
     index = torch.arange(count)
     mine = torch.where(index % 2 == rank % 2, (index % 7 - 3 + rank).double(), torch.zeros(count, dtype=torch.float64))
-    everyone = [np.where(np.arange(count) % 2 == r % 2, np.arange(count) % 7 - 3 + r, 0).astype(np.float64)
-                for r in range(size)]
+    everyone = [
+        np.where(np.arange(count) % 2 == r % 2, np.arange(count) % 7 - 3 + r, 0).astype(np.float64) for r in range(size)
+    ]
     for dtype in (torch.float32, torch.float64):
         expected = adasum_tree_reference(everyone, NUMPY_DTYPES[dtype])
         assert_tensor_equal(hvd.allreduce(mine.to(dtype), op=hvd.Adasum), expected, f"Adasum levels {dtype}")
     generator = torch.Generator().manual_seed(rank)
-    noisy = [torch.randn(1000, generator=generator, dtype=torch.float64), torch.randn(3, 7, generator=generator,
-                                                                                      dtype=torch.float64)]
+    noisy = [
+        torch.randn(1000, generator=generator, dtype=torch.float64),
+        torch.randn(3, 7, generator=generator, dtype=torch.float64),
+    ]
     reduced = hvd.grouped_allreduce(noisy, op=hvd.Adasum)
     for index, result in enumerate(reduced):
         everyone = [to_numpy(t).reshape(-1) for t in hvd.allgather(noisy[index].reshape(1, -1))]
@@ -271,14 +301,18 @@ def check_adasum_levels(rank, size):
 def check_alltoall_splits_forms(rank, size):
     rows = sum(range(1, size + 1))
     tensor = torch.arange(rows, dtype=torch.float32) + 100 * rank
-    for label, splits in (("list", list(range(1, size + 1))), ("int32 tensor", torch.arange(1, size + 1,
-                          dtype=torch.int32)), ("int64 tensor", torch.arange(1, size + 1))):
+    for label, splits in (
+        ("list", list(range(1, size + 1))),
+        ("int32 tensor", torch.arange(1, size + 1, dtype=torch.int32)),
+        ("int64 tensor", torch.arange(1, size + 1)),
+    ):
         received, received_splits = hvd.alltoall(tensor, splits=splits, name=f"parity.alltoall.{label}")
         assert received_splits.dtype == torch.int32, f"{label}: received splits are int32, as in Horovod"
         assert_tensor_equal(received_splits, torch.full((size,), rank + 1, dtype=torch.int32), f"{label} splits")
         start = sum(range(1, rank + 1))
-        expected = torch.cat([torch.arange(start, start + rank + 1, dtype=torch.float32) + 100 * r
-                              for r in range(size)])
+        expected = torch.cat(
+            [torch.arange(start, start + rank + 1, dtype=torch.float32) + 100 * r for r in range(size)]
+        )
         assert_tensor_equal(received, expected, f"alltoall with splits as {label}")
     even = hvd.alltoall(torch.arange(size * 2, dtype=torch.float32))
     assert isinstance(even, torch.Tensor), "without splits, alltoall returns only the tensor"

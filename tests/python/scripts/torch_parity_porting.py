@@ -2,16 +2,15 @@
 that are not integers, DistributedOptimizer's _parameter_names, the warning for
 step() after synchronize(), and .grad after broadcast_optimizer_state."""
 
-import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
-
 import warnings
 
 import torch
+import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
+from rank_checks import expect_error
 from torch import nn
+from torch_checks import assert_identical_across_ranks
 
 import lockstep.torch as hvd
-from rank_checks import expect_error
-from torch_checks import assert_identical_across_ranks
 
 HOROVOD_WARNING = (
     "optimizer.step() called without optimizer.skip_synchronize() context after optimizer.synchronize(). "
@@ -24,8 +23,11 @@ def check_alltoall_splits_type(rank, size):
     """A splits tensor of floats or bools is Horovod's ValueError, on every rank, before
     anything is sent; integer tensors of any width work afterwards."""
     rows = torch.arange(float(size)).unsqueeze(1) + 10 * rank
-    for bad in (torch.ones(size, dtype=torch.float32), torch.ones(size, dtype=torch.float64),
-                torch.ones(size, dtype=torch.bool)):
+    for bad in (
+        torch.ones(size, dtype=torch.float32),
+        torch.ones(size, dtype=torch.float64),
+        torch.ones(size, dtype=torch.bool),
+    ):
         expect_error(ValueError, ["splits", "integers", str(bad.dtype)], hvd.alltoall, rows, bad)
     for dtype in (torch.int32, torch.int64, torch.int16):
         received, splits = hvd.alltoall(rows, torch.ones(size, dtype=dtype))
@@ -42,19 +44,29 @@ def check_parameter_names(rank, size):
     optimizer = hvd.DistributedOptimizer(torch.optim.SGD(groups, lr=0.1))
     names = optimizer._parameter_names
     ordered = [names[p] for group in optimizer.param_groups for p in group["params"]]
-    assert ordered == ["allreduce.noname.0.0", "allreduce.noname.0.1", "allreduce.noname.1.0",
-                       "allreduce.noname.1.1"], ordered
+    assert ordered == [
+        "allreduce.noname.0.0",
+        "allreduce.noname.0.1",
+        "allreduce.noname.1.0",
+        "allreduce.noname.1.1",
+    ], ordered
     everyone = hvd.allgather_object(ordered)
     assert all(other == ordered for other in everyone), everyone
-    named = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
-                                     named_parameters=model.named_parameters())
-    assert sorted(named._parameter_names.values()) == ["0.bias", "0.weight", "1.bias", "1.weight"], \
+    named = hvd.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.1), named_parameters=model.named_parameters()
+    )
+    assert sorted(named._parameter_names.values()) == ["0.bias", "0.weight", "1.bias", "1.weight"], (
         named._parameter_names
+    )
     assert named._parameter_names[model[1].weight] == "1.weight"
     if not size & (size - 1):  # Adasum runs on a power of two ranks
         adasum = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), op=hvd.Adasum)
-        assert list(adasum._parameter_names.values()) == ["allreduce.noname.0.0", "allreduce.noname.0.1",
-                                                          "allreduce.noname.0.2", "allreduce.noname.0.3"]
+        assert list(adasum._parameter_names.values()) == [
+            "allreduce.noname.0.0",
+            "allreduce.noname.0.1",
+            "allreduce.noname.0.2",
+            "allreduce.noname.0.3",
+        ]
 
 
 def check_double_synchronize_warning(rank, size):
@@ -62,8 +74,9 @@ def check_double_synchronize_warning(rank, size):
     words, once per optimizer; inside skip_synchronize() it does not warn."""
     torch.manual_seed(3)
     model = nn.Linear(2, 1)
-    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
-                                         named_parameters=model.named_parameters())
+    optimizer = hvd.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.1), named_parameters=model.named_parameters()
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for _ in range(3):
@@ -91,8 +104,9 @@ def check_gradients_after_state_broadcast(rank, size):
     for cls, options in ((torch.optim.SGD, {"lr": 0.1, "momentum": 0.9}), (torch.optim.Adam, {"lr": 0.01})):
         for param in model.parameters():
             param.grad = None
-        optimizer = hvd.DistributedOptimizer(cls(model.parameters(), **options),
-                                             named_parameters=model.named_parameters())
+        optimizer = hvd.DistributedOptimizer(
+            cls(model.parameters(), **options), named_parameters=model.named_parameters()
+        )
         hvd.broadcast_optimizer_state(optimizer, root_rank=0)
         for name, param in model.named_parameters():
             if param.requires_grad:

@@ -3,19 +3,18 @@ with SparseAdam (and sparse_as_dense), DistributedOptimizer(op=hvd.Adasum),
 broadcast_optimizer_state for every torch.optim optimizer, and automatic parameter
 names without named_parameters."""
 
-import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
-
 import copy
 import warnings
 
 import numpy as np
 import torch
-from torch import nn
-
-import lockstep.torch as hvd
+import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
 from rank_checks import expect_error
+from torch import nn
 from torch_checks import assert_close, assert_identical_across_ranks, assert_tensor_equal
 from torch_parity_collectives import adasum_tree_reference
+
+import lockstep.torch as hvd
 
 VOCAB, DIM = 12, 4
 
@@ -40,13 +39,23 @@ def check_sparse_embeddings(rank, size):
         def optimizers(m):
             # As in Horovod's test, SparseAdam works either way: with sparse_as_dense the
             # gradient is reduced densely and handed back sparse.
-            return [torch.optim.SparseAdam(list(m[0].parameters()), lr=0.05),
-                    torch.optim.Adam(list(m[2].parameters()), lr=0.05)]
+            return [
+                torch.optim.SparseAdam(list(m[0].parameters()), lr=0.05),
+                torch.optim.Adam(list(m[2].parameters()), lr=0.05),
+            ]
 
-        distributed = [hvd.DistributedOptimizer(opt, named_parameters=[(n, p) for n, p in model.named_parameters()
-                                                                      if any(p is q for g in opt.param_groups
-                                                                             for q in g["params"])],
-                                                sparse_as_dense=sparse_as_dense) for opt in optimizers(model)]
+        distributed = [
+            hvd.DistributedOptimizer(
+                opt,
+                named_parameters=[
+                    (n, p)
+                    for n, p in model.named_parameters()
+                    if any(p is q for g in opt.param_groups for q in g["params"])
+                ],
+                sparse_as_dense=sparse_as_dense,
+            )
+            for opt in optimizers(model)
+        ]
         local = optimizers(reference)
         for step in range(3):
             for opt in distributed:
@@ -77,14 +86,21 @@ def check_adasum_optimizer(rank, size):
     model = nn.Linear(3, 2)
     sgd = torch.optim.SGD(model.parameters(), lr=0.5)
     if size & (size - 1):
-        expect_error(NotImplementedError, ["adasum", "power-of-2"], hvd.DistributedOptimizer, sgd,
-                     named_parameters=model.named_parameters(), op=hvd.Adasum)
+        expect_error(
+            NotImplementedError,
+            ["adasum", "power-of-2"],
+            hvd.DistributedOptimizer,
+            sgd,
+            named_parameters=model.named_parameters(),
+            op=hvd.Adasum,
+        )
         return
     torch.manual_seed(0)
     model = nn.Linear(3, 2)
     start = [p.detach().clone() for p in model.parameters()]
-    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.5),
-                                         named_parameters=model.named_parameters(), op=hvd.Adasum)
+    optimizer = hvd.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.5), named_parameters=model.named_parameters(), op=hvd.Adasum
+    )
     inputs = torch.tensor([[1.0, 2.0, -1.0]]) * (rank + 1)
     model(inputs).pow(2).sum().backward()
     optimizer.step()
@@ -100,19 +116,29 @@ def check_adasum_optimizer(rank, size):
     for index, (param, s) in enumerate(zip(model.parameters(), start)):
         combined = adasum_tree_reference([u[index].double().reshape(-1) for u in updates], np.float32)
         combined = combined.reshape(param.shape)
-        assert_close(param.detach(), s + torch.from_numpy(combined), f"Adasum optimizer param {index}",
-                     atol=1e-6, rtol=1e-6)
+        assert_close(
+            param.detach(), s + torch.from_numpy(combined), f"Adasum optimizer param {index}", atol=1e-6, rtol=1e-6
+        )
     assert_identical_across_ranks(hvd, list(model.parameters()), "Adasum optimizer")
-    expect_error(ValueError, ["gradient_predivide_factor"], hvd.DistributedOptimizer,
-                 torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=0.1), op=hvd.Adasum, gradient_predivide_factor=2.0)
+    expect_error(
+        ValueError,
+        ["gradient_predivide_factor"],
+        hvd.DistributedOptimizer,
+        torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=0.1),
+        op=hvd.Adasum,
+        gradient_predivide_factor=2.0,
+    )
 
 
 def all_optimizers():
     """Every optimizer class torch.optim exports."""
-    return {name: getattr(torch.optim, name) for name in dir(torch.optim)
-            if isinstance(getattr(torch.optim, name), type)
-            and issubclass(getattr(torch.optim, name), torch.optim.Optimizer)
-            and getattr(torch.optim, name) is not torch.optim.Optimizer}
+    return {
+        name: getattr(torch.optim, name)
+        for name in dir(torch.optim)
+        if isinstance(getattr(torch.optim, name), type)
+        and issubclass(getattr(torch.optim, name), torch.optim.Optimizer)
+        and getattr(torch.optim, name) is not torch.optim.Optimizer
+    }
 
 
 OPTIONS = {
@@ -135,8 +161,11 @@ def check_broadcast_optimizer_state_all(rank, size):
             sparse = name == "SparseAdam"
             model = nn.Sequential(nn.Embedding(5, 3, sparse=sparse), nn.Flatten(), nn.Linear(6, 2), nn.Linear(2, 2))
             unused = model[3]  # never gets a gradient: it has no state anywhere
-            params = list(model[0].parameters()) if sparse else list(model[0].parameters()) + list(
-                model[2].parameters()) + list(unused.parameters())
+            params = (
+                list(model[0].parameters())
+                if sparse
+                else list(model[0].parameters()) + list(model[2].parameters()) + list(unused.parameters())
+            )
             if name == "Muon":  # orthogonalizes matrices: 2-D parameters only
                 params = [p for p in params if p.dim() == 2]
             options = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in options.items()}
@@ -155,8 +184,9 @@ def check_broadcast_optimizer_state_all(rank, size):
                 for group in optimizer.param_groups:
                     group["lr"] = group["lr"] * 3
             hvd.broadcast_optimizer_state(optimizer, root_rank=0)
-            expected = hvd.broadcast_object(optimizer.state_dict() if rank == 0 else None, root_rank=0,
-                                            name=f"expected.{name}.{index}")
+            expected = hvd.broadcast_object(
+                optimizer.state_dict() if rank == 0 else None, root_rank=0, name=f"expected.{name}.{index}"
+            )
             _assert_same(optimizer.state_dict(), expected, what)
 
 
@@ -181,9 +211,15 @@ def check_names_without_named_parameters(rank, size):
     every rank, and training works."""
     torch.manual_seed(1)
     model = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 3), nn.Linear(3, 1))
-    optimizer = hvd.DistributedOptimizer(torch.optim.SGD([{"params": model[0].parameters()},
-                                                          {"params": list(model[1].parameters())
-                                                           + list(model[2].parameters()), "lr": 0.2}], lr=0.1))
+    optimizer = hvd.DistributedOptimizer(
+        torch.optim.SGD(
+            [
+                {"params": model[0].parameters()},
+                {"params": list(model[1].parameters()) + list(model[2].parameters()), "lr": 0.2},
+            ],
+            lr=0.1,
+        )
+    )
     names = list(optimizer._lockstep_reducer._names.values())
     assert len(names) == len(set(names)) == 6, f"names are not unique: {names}"
     everyone = hvd.allgather_object(names)
@@ -202,8 +238,15 @@ def check_optimizer_protocol(rank, size):
     model = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 1))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
-                                             model.named_parameters(), hvd.Compression.none, 1, hvd.Average, 1.0, 2)
+        optimizer = hvd.DistributedOptimizer(
+            torch.optim.SGD(model.parameters(), lr=0.1),
+            model.named_parameters(),
+            hvd.Compression.none,
+            1,
+            hvd.Average,
+            1.0,
+            2,
+        )
     assert any(issubclass(w.category, DeprecationWarning) and "num_groups" in str(w.message) for w in caught), caught
     assert len(optimizer._lockstep_reducer._groups) == 2, "num_groups=2 makes two groups"
     model(torch.ones(1, 3) * (rank + 1)).sum().backward()

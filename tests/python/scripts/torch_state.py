@@ -2,13 +2,12 @@
 with the root's parameters, buffers, hyperparameters and optimizer state, including
 state the optimizer creates lazily on its first step (Adam) and nested state (LBFGS)."""
 
-import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
-
 import torch
+import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
 from torch import nn
+from torch_checks import assert_identical_across_ranks, assert_tensor_equal
 
 import lockstep.torch as hvd
-from torch_checks import assert_identical_across_ranks, assert_tensor_equal
 
 
 def make_model(seed):
@@ -19,11 +18,13 @@ def make_model(seed):
 def train(model, optimizer, seed, steps=2):
     generator = torch.Generator().manual_seed(seed)
     for _ in range(steps):
+
         def closure():
             optimizer.zero_grad()
             loss = model(torch.randn(6, 4, generator=generator)).square().mean()
             loss.backward()
             return loss
+
         optimizer.step(closure)
 
 
@@ -55,9 +56,11 @@ def check_broadcast_parameters(rank, size):
     hvd.broadcast_parameters(model.state_dict(), root_rank=root)
     assert_same_structure(model.state_dict(), expected, "state_dict broadcast")
 
-    for label, as_params in [("named_parameters()", lambda m: m.named_parameters()),
-                             ("parameters()", lambda m: m.parameters()),
-                             ("list of pairs", lambda m: list(m.named_parameters()))]:
+    for label, as_params in [
+        ("named_parameters()", lambda m: m.named_parameters()),
+        ("parameters()", lambda m: m.parameters()),
+        ("list of pairs", lambda m: list(m.named_parameters())),
+    ]:
         model = make_model(seed=rank + 10)
         hvd.broadcast_parameters(as_params(model), root_rank=0)
         reference = make_model(seed=10)
@@ -92,9 +95,12 @@ def check_lazy_adam_state(rank, size):
 def check_sgd_state_with_groups(rank, size):
     root = size - 1
     model = make_model(seed=2)
-    optimizer = torch.optim.SGD([{"params": model[0].parameters(), "lr": 0.1 * (rank + 1)},
-                                 {"params": model[3].parameters()}],
-                                lr=0.5, momentum=0.5 + 0.1 * rank, nesterov=False)
+    optimizer = torch.optim.SGD(
+        [{"params": model[0].parameters(), "lr": 0.1 * (rank + 1)}, {"params": model[3].parameters()}],
+        lr=0.5,
+        momentum=0.5 + 0.1 * rank,
+        nesterov=False,
+    )
     train(model, optimizer, seed=10 + rank)  # every rank has momentum buffers, all different
     distributed = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
     hvd.broadcast_parameters(model.state_dict(), root_rank=root)

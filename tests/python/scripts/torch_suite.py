@@ -11,9 +11,9 @@ import importlib
 import sys
 
 import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
+from rank_checks import run_main
 
 import lockstep.torch as hvd
-from rank_checks import run_main
 
 
 def main():

@@ -18,8 +18,8 @@ import sys
 from lockstep.common import basics
 from lockstep.common.elastic import environment, notification
 from lockstep.common.elastic.errors import HostsUpdatedInterrupt
-from lockstep.common.exceptions import AbortedError, LockstepError
 from lockstep.common.elastic.store import CommitStore
+from lockstep.common.exceptions import AbortedError, LockstepError
 from lockstep.elastic_protocol import EXIT_HOSTS_UPDATED, EXIT_PEER_LOST
 
 
@@ -42,8 +42,12 @@ def run_fn(func, allgather_object):
         except HostsUpdatedInterrupt:
             # Every rank is alive: wait until all have their commit on file, since the
             # first to exit ends the job.
-            _leave(store, EXIT_HOSTS_UPDATED, f"hosts updated at commit {state._commit_number}",
-                   lambda: allgather_object(None))
+            _leave(
+                store,
+                EXIT_HOSTS_UPDATED,
+                f"hosts updated at commit {state._commit_number}",
+                lambda: allgather_object(None),
+            )
         except Exception as error:
             if not lost_peer(error):
                 raise
@@ -79,8 +83,10 @@ def _resume(state, store, allgather_object):
     state._commit_number = best
     state._sync_root = holder
     if basics.rank() == 0:
-        environment.report(f"resuming from commit {best} held by rank {holder} "
-                           f"(generation {environment.generation()}, {basics.size()} ranks)")
+        environment.report(
+            f"resuming from commit {best} held by rank {holder} "
+            f"(generation {environment.generation()}, {basics.size()} ranks)"
+        )
     state.on_reset()
 
 

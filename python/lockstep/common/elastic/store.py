@@ -27,9 +27,11 @@ def _private_directory(path):
     os.makedirs(path, mode=0o700, exist_ok=True)
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
-        raise CommitStoreError(f"refusing to keep elastic commits in {path}: it must be a directory owned "
-                               f"by uid {os.geteuid()} with mode 0700 (found uid {info.st_uid}, "
-                               f"mode {stat.S_IMODE(info.st_mode):o})")
+        raise CommitStoreError(
+            f"refusing to keep elastic commits in {path}: it must be a directory owned "
+            f"by uid {os.geteuid()} with mode 0700 (found uid {info.st_uid}, "
+            f"mode {stat.S_IMODE(info.st_mode):o})"
+        )
 
 
 class CommitStore:
@@ -65,8 +67,9 @@ class CommitStore:
         """Start writing `snapshot` as commit `number`; waits for the previous write
         first, so at most one is in flight."""
         self.flush()
-        self._writer = threading.Thread(target=self._write, args=(number, snapshot),
-                                        name="lockstep-elastic-commit", daemon=True)
+        self._writer = threading.Thread(
+            target=self._write, args=(number, snapshot), name="lockstep-elastic-commit", daemon=True
+        )
         self._writer.start()
 
     def flush(self):

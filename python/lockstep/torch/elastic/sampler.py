@@ -27,8 +27,8 @@ def rank_indices(remaining, rank, num_replicas):
     with the first indices so that every rank gets the same count (ranks must run the
     same number of steps)."""
     per_rank = int(math.ceil(len(remaining) / num_replicas)) if remaining else 0
-    padded = remaining + remaining[:per_rank * num_replicas - len(remaining)]
-    return padded[rank:per_rank * num_replicas:num_replicas]
+    padded = remaining + remaining[: per_rank * num_replicas - len(remaining)]
+    return padded[rank : per_rank * num_replicas : num_replicas]
 
 
 class ElasticSampler(torch.utils.data.Sampler):
@@ -78,7 +78,7 @@ class ElasticSampler(torch.utils.data.Sampler):
         this job's; a test can pass any)."""
         self.rank, self.num_replicas = rank, num_replicas
         order = epoch_order(len(self.dataset), self.shuffle, self.seed, self.epoch)
-        self.remaining_indices = order[self.processed_num:]
+        self.remaining_indices = order[self.processed_num :]
         self.num_samples = int(math.ceil(len(self.remaining_indices) / num_replicas))
         self.total_size = self.num_samples * num_replicas
 

@@ -9,9 +9,9 @@ import copy
 
 import torch
 
+from lockstep.common.basics import rank
 from lockstep.common.elastic.state import ObjectState
 from lockstep.torch.elastic.sampler import ElasticSampler
-from lockstep.common.basics import rank
 from lockstep.torch.objects import broadcast_object
 from lockstep.torch.state_broadcast import broadcast_optimizer_state, broadcast_parameters
 
@@ -99,8 +99,7 @@ class TorchState(ObjectState):
                 handler.value.reset()
 
     def snapshot(self):
-        return {"handlers": {name: handler.saved for name, handler in self._handlers.items()},
-                **super().snapshot()}
+        return {"handlers": {name: handler.saved for name, handler in self._handlers.items()}, **super().snapshot()}
 
     def load_snapshot(self, snapshot):
         for name, saved in snapshot["handlers"].items():
