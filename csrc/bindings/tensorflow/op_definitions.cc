@@ -160,7 +160,7 @@ REGISTER_OP("LockstepBarrier")
       .SetShapeFn(tensorflow::shape_inference::ScalarShape)
 
 LOCKSTEP_TOPOLOGY_OP("LockstepRank");
-LOCKSTEP_TOPOLOGY_OP("LockstepSize");
+LOCKSTEP_TOPOLOGY_OP("LockstepSize").Attr("process_set_id: int = 0");
 LOCKSTEP_TOPOLOGY_OP("LockstepLocalRank");
 LOCKSTEP_TOPOLOGY_OP("LockstepLocalSize");
 

@@ -32,10 +32,15 @@ class TopologyKernel : public OpKernel {
   }
 };
 
-// 1 if this rank is in the process set; an error for sets that do not exist.
-class ProcessSetIncludedKernel : public OpKernel {
+// What Horovod's process-set queries return for a set that is not registered
+// (HOROVOD_PROCESS_SET_ERROR_UNKNOWN_SET): a code, not an error, so a graph built for
+// one job can ask the job it runs in.
+constexpr int kUnknownProcessSet = -3;
+
+// A value computed from the ranks of the op's process set when it runs.
+class ProcessSetKernel : public OpKernel {
  public:
-  explicit ProcessSetIncludedKernel(OpKernelConstruction* context) : OpKernel(context) {
+  explicit ProcessSetKernel(OpKernelConstruction* context) : OpKernel(context) {
     OP_REQUIRES_OK(context, context->GetAttr("process_set_id", &process_set_id_));
   }
 
@@ -44,23 +49,46 @@ class ProcessSetIncludedKernel : public OpKernel {
     std::vector<int> ranks;
     try {
       ranks = ProcessSetRanks(process_set_id_);
-    } catch (const Error& error) {
-      context->CtxFailure(absl::InvalidArgumentError(error.what()));
+    } catch (const Error&) {
+      SetScalarOutput(context, kUnknownProcessSet);
       return;
     }
-    const int me = GetTopology().rank;
-    SetScalarOutput(context, std::find(ranks.begin(), ranks.end(), me) != ranks.end() ? 1 : 0);
+    SetScalarOutput(context, ValueFor(ranks));
   }
+
+ protected:
+  virtual int ValueFor(const std::vector<int>& ranks) const = 0;
 
  private:
   int process_set_id_ = 0;
+};
+
+class ProcessSetSizeKernel : public ProcessSetKernel {
+ public:
+  using ProcessSetKernel::ProcessSetKernel;
+
+ protected:
+  int ValueFor(const std::vector<int>& ranks) const override {
+    return static_cast<int>(ranks.size());
+  }
+};
+
+// 1 if this rank is in the process set, else 0.
+class ProcessSetIncludedKernel : public ProcessSetKernel {
+ public:
+  using ProcessSetKernel::ProcessSetKernel;
+
+ protected:
+  int ValueFor(const std::vector<int>& ranks) const override {
+    return std::find(ranks.begin(), ranks.end(), GetTopology().rank) != ranks.end() ? 1 : 0;
+  }
 };
 
 #define LOCKSTEP_CPU_KERNEL(op_name, kernel) \
   REGISTER_KERNEL_BUILDER(Name(op_name).Device(tensorflow::DEVICE_CPU), kernel)
 
 LOCKSTEP_CPU_KERNEL("LockstepRank", TopologyKernel<&Topology::rank>);
-LOCKSTEP_CPU_KERNEL("LockstepSize", TopologyKernel<&Topology::size>);
+LOCKSTEP_CPU_KERNEL("LockstepSize", ProcessSetSizeKernel);
 LOCKSTEP_CPU_KERNEL("LockstepLocalRank", TopologyKernel<&Topology::local_rank>);
 LOCKSTEP_CPU_KERNEL("LockstepLocalSize", TopologyKernel<&Topology::local_size>);
 LOCKSTEP_CPU_KERNEL("LockstepProcessSetIncluded", ProcessSetIncludedKernel);

@@ -301,12 +301,9 @@ def rank_op(name=None):
 
 
 def size_op(process_set_id=0, name=None):
-    """The number of ranks (of the process set), as an int32 op; a set's size is fixed
-    when it is registered, so for sets other than the global one it is a constant."""
-    process_set_id = validation.as_int(process_set_id, "process_set_id")
-    if process_set_id == 0:
-        return OPS.lockstep_size(name=name)
-    return tf.constant(process_set_size(process_set_id), tf.int32, name=name)
+    """The number of ranks (of the process set), as an int32 op evaluated when it runs;
+    -3 for a set that is not registered then, as Horovod's op returns."""
+    return OPS.lockstep_size(process_set_id=validation.as_int(process_set_id, "process_set_id"), name=name)
 
 
 def local_rank_op(name=None):
@@ -318,7 +315,8 @@ def local_size_op(name=None):
 
 
 def process_set_included_op(process_set_id=0, name=None):
-    """1 if this rank belongs to the process set, 0 if not (evaluated when it runs)."""
+    """1 if this rank belongs to the process set, 0 if not, evaluated when it runs; -3 for
+    a set that is not registered then, as Horovod's op returns."""
     return OPS.lockstep_process_set_included(
         process_set_id=validation.as_int(process_set_id, "process_set_id"), name=name
     )
