@@ -29,7 +29,9 @@ def test_collectives_and_a_silent_rank_at_scale(num_ranks, victim):
         assert f"rank {rank}: ALL CHECKS PASSED" in run.stdout, run.describe()
     reports = {
         int(m.group(1)): (float(m.group(2)), m.group(3))
-        for m in re.finditer(r"rank (\d+): named after ([\d.]+) s: (.*)", run.stdout)
+        # Ranks print concurrently, so two reports may share a line: each ends where the
+        # next begins.
+        for m in re.finditer(r"rank (\d+): named after ([\d.]+) s: (.*?)(?=rank \d+: named after|$)", run.stdout, re.M)
     }
     # The launcher's teardown may wake the frozen rank (SIGCONT) before killing it, and it
     # may then report the others gone: only the survivors' reports count.
