@@ -37,11 +37,11 @@ TSAN_ENV := TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=4
 sanitize: sanitize-asan sanitize-tsan
 
 $(ASAN_DIR)/CMakeCache.txt: Makefile tests/sanitizers/sanitizers.mk | $(REQUIREMENTS_STAMP)
-	cmake -S . -B $(ASAN_DIR) $(SANITIZER_CMAKE_ARGS) -DLOCKSTEP_SANITIZER=address \
+	cmake -S . -B $(ASAN_DIR) $(SANITIZER_CMAKE_ARGS) $(CCACHE) -DLOCKSTEP_SANITIZER=address \
 	  -DLOCKSTEP_BUILD_PYTHON=ON -DLOCKSTEP_PYTHON_OUTPUT_DIR=$(abspath $(ASAN_DIR))/python/lockstep
 
 $(TSAN_DIR)/CMakeCache.txt: Makefile tests/sanitizers/sanitizers.mk
-	cmake -S . -B $(TSAN_DIR) $(SANITIZER_CMAKE_ARGS) -DLOCKSTEP_SANITIZER=thread \
+	cmake -S . -B $(TSAN_DIR) $(SANITIZER_CMAKE_ARGS) $(CCACHE) -DLOCKSTEP_SANITIZER=thread \
 	  -DLOCKSTEP_BUILD_PYTHON=OFF -DLOCKSTEP_PYTHON_OUTPUT_DIR=$(abspath $(TSAN_DIR))/lib
 
 # The ASan package folder holds the instrumented libraries beside links to the
