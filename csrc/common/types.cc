@@ -86,6 +86,8 @@ const char* OpTypeName(OpType op) {
       return "barrier";
     case OpType::kJoin:
       return "join";
+    case OpType::kProcessSetChange:
+      return "process_set_change";
   }
   return "unknown";
 }
@@ -99,6 +101,6 @@ bool IsValidDataType(uint8_t raw) { return raw < kNumDataTypes; }
 
 bool IsValidReduceOp(uint8_t raw) { return raw <= static_cast<uint8_t>(ReduceOp::kProduct); }
 
-bool IsValidOpType(uint8_t raw) { return raw <= static_cast<uint8_t>(OpType::kJoin); }
+bool IsValidOpType(uint8_t raw) { return raw <= static_cast<uint8_t>(OpType::kProcessSetChange); }
 
 }  // namespace lockstep

@@ -11,8 +11,6 @@
 namespace lockstep {
 namespace {
 
-constexpr char kJoinName[] = "__lockstep_join__";
-
 // Deterministic from the member names alone, so every rank derives the same id.
 int64_t GroupIdFor(const std::vector<OpSpec>& specs) {
   uint64_t hash = 1469598103934665603ull;
@@ -21,11 +19,6 @@ int64_t GroupIdFor(const std::vector<OpSpec>& specs) {
     hash = (hash ^ 0xffu) * 1099511628211ull;
   }
   return static_cast<int64_t>(hash | 1u);
-}
-
-Status ChangeFailure(const Error& e) {
-  if (e.code() == Status::Code::kInvalidArgument) return Status::InvalidArgument(e.what());
-  return Status::Precondition(e.what());
 }
 
 }  // namespace
@@ -102,7 +95,8 @@ std::vector<Handle> Engine::Enqueue(std::vector<OpSpec> specs, bool grouped,
   const int64_t group_id = grouped ? GroupIdFor(specs) : 0;
   std::vector<TensorEntry> entries;
   for (OpSpec& spec : specs) {
-    if (spec.op == OpType::kJoin) spec.name = kJoinName;
+    // For messages and the timeline only: join is keyed by its type, not by a name.
+    if (spec.op == OpType::kJoin) spec.name = OpTypeName(spec.op);
     if (grouped && spec.process_set_id != specs.front().process_set_id) {
       throw Error("all members of a group must use the same process set",
                   Status::Code::kInvalidArgument);
@@ -120,6 +114,11 @@ std::vector<Handle> Engine::Enqueue(std::vector<OpSpec> specs, bool grouped,
     entry.enqueued_at = std::chrono::steady_clock::now();
     entries.push_back(std::move(entry));
   }
+  return Submit(std::move(entries), std::move(callbacks), wake_loop);
+}
+
+std::vector<Handle> Engine::Submit(std::vector<TensorEntry> entries,
+                                   std::vector<DoneCallback> callbacks, bool wake_loop) {
   std::vector<Handle> handles;
   for (size_t i = 0; i < entries.size(); ++i) {
     entries[i].handle = handles_.Allocate(callbacks.empty() ? nullptr : std::move(callbacks[i]));
@@ -186,7 +185,7 @@ bool Engine::RunCycles() {
   }
   for (auto it = std::next(sets_.begin()); it != sets_.end(); ++it) {
     ProcessSet& set = *it->second;
-    NegotiationResult own = set.controller().Negotiate(false, false, !set.pending().empty());
+    NegotiationResult own = set.controller().Negotiate(false, false, set.HasPending());
     CountCycle(own);
     progress = RunSetCycle(set, std::move(own.responses)) || progress;
   }
@@ -217,7 +216,7 @@ bool Engine::RunSetCycle(ProcessSet& set, std::vector<Response> responses) {
 
 bool Engine::AnyPending() const {
   for (const auto& [id, set] : sets_) {
-    if (!set->pending().empty()) return true;
+    if (set->HasPending()) return true;
   }
   return false;
 }
@@ -290,7 +289,7 @@ void Engine::AdmitNewEntries() {
     const int32_t id = entry.spec.process_set_id;
     auto set = sets_.find(id);
     if (set == sets_.end()) {  // removed after the op was enqueued
-      queue_.Release(id, entry.request.name);
+      if (!IsControl(entry.request.op)) queue_.Release(id, entry.request.name);
       handles_.Complete(
           entry.handle,
           Status::InvalidArgument("process set " + std::to_string(id) + " was removed before '" +
@@ -306,27 +305,40 @@ void Engine::AdmitNewEntries() {
       timeline_.Begin(entry.request.name, std::string("NEGOTIATE_") + OpTypeName(entry.request.op));
     }
     batches[id].push_back(entry.request);
-    std::string name = entry.request.name;
-    set->second->pending().emplace(std::move(name), std::move(entry));
+    ProcessSet& target = *set->second;
+    if (entry.request.op == OpType::kJoin) {
+      target.joins().push_back(std::move(entry));
+    } else if (entry.request.op == OpType::kProcessSetChange) {
+      target.changes().push_back(std::move(entry));
+    } else {
+      std::string name = entry.request.name;
+      target.pending().emplace(std::move(name), std::move(entry));
+    }
   }
   for (const auto& [id, batch] : batches) sets_.at(id)->controller().Admit(batch);
 }
 
+// Dispatches on the response's type: control messages complete the entries kept
+// for their type; every other response runs on the tensors it names.
 void Engine::ExecuteOne(ProcessSet& set, const Response& response) {
   auto& pending = set.pending();
-  if (response.type == ResponseType::kError) {
-    const std::string& name = response.names.front();
-    if (pending.count(name))
-      Complete(set, name, Status::Precondition(response.error_message + set.Scope()), {});
-    return;
+  switch (response.type) {
+    case ResponseType::kError: {
+      const std::string& name = response.names.front();
+      if (pending.count(name))
+        Complete(set, name, Status::Precondition(response.error_message + set.Scope()), {});
+      return;
+    }
+    case ResponseType::kJoin:
+      FinishJoin(set, response);
+      return;
+    case ResponseType::kProcessSetChange:
+      FinishChange(set, response);
+      return;
+    default:
+      break;
   }
-  if (response.type == ResponseType::kJoin) {
-    joined_ = false;
-    set.runner().set_join_device(-1);
-    namer_.StartNewGeneration();
-  }
-  const std::vector<std::string> names =
-      response.type == ResponseType::kJoin ? std::vector<std::string>{kJoinName} : response.names;
+  const std::vector<std::string>& names = response.names;
   std::vector<TensorEntry*> entries;
   for (const std::string& name : names) {
     auto it = pending.find(name);
@@ -342,18 +354,29 @@ void Engine::ExecuteOne(ProcessSet& set, const Response& response) {
     }
     return;
   }
-  if (IsChangeOp(set, names.front())) {
-    OpResult outcome;
-    try {
-      ApplyChange(results.front(), &outcome);
-    } catch (const Error& e) {
-      Complete(set, names.front(), ChangeFailure(e), {});
-      return;
-    }
-    results.front() = std::move(outcome);
-  }
   for (size_t i = 0; i < names.size(); ++i) {
     if (entries[i]) Complete(set, names[i], Status::Ok(), std::move(results[i]));
+  }
+}
+
+// Every rank gets the join response in the same cycle, joined or not; it completes
+// every join this rank has waiting (none, on a rank that did not join).
+void Engine::FinishJoin(ProcessSet& set, const Response& response) {
+  joined_ = false;
+  set.runner().set_join_device(-1);
+  namer_.StartNewGeneration();
+  Status status;
+  OpResult result;
+  try {
+    result = set.runner().Run(response, {}).front();
+  } catch (const std::exception& e) {
+    status = Status::Aborted(e.what());
+  }
+  std::vector<TensorEntry> joins;
+  joins.swap(set.joins());
+  for (TensorEntry& entry : joins) {
+    if (timeline_.active()) timeline_.End(entry.request.name);
+    handles_.Complete(entry.handle, status, status.ok() ? result : OpResult{});
   }
 }
 
@@ -379,14 +402,21 @@ void Engine::FailEverything(const std::string& reason) {
     stop_reason_ = reason;
   }
   running_ = false;
-  auto fail = [&](Handle handle, const std::string& name) {
-    handles_.Complete(
-        handle, Status::Aborted("collective on tensor '" + name + "' did not run: " + reason), {});
+  auto fail = [&](const TensorEntry& entry) {
+    // A control entry's name says what it is ("join", "add_process_set([0, 1])").
+    const std::string& name = entry.request.name;
+    const std::string what =
+        IsControl(entry.request.op) ? name : "collective on tensor '" + name + "'";
+    handles_.Complete(entry.handle, Status::Aborted(what + " did not run: " + reason), {});
   };
-  for (TensorEntry& entry : queue_.PopAll()) fail(entry.handle, entry.request.name);
+  for (TensorEntry& entry : queue_.PopAll()) fail(entry);
   for (auto& [id, set] : sets_) {
-    for (auto& [name, entry] : set->pending()) fail(entry.handle, name);
+    for (auto& [name, entry] : set->pending()) fail(entry);
+    for (TensorEntry& entry : set->joins()) fail(entry);
+    for (TensorEntry& entry : set->changes()) fail(entry);
     set->pending().clear();
+    set->joins().clear();
+    set->changes().clear();
   }
 }
 

@@ -56,8 +56,9 @@ class Engine {
   // Enqueue one op and Wait for it: the synchronous hot path.
   OpResult Run(OpSpec spec);
   // Collective over all ranks, like every change of the process sets: each rank
-  // proposes the change, and the background threads apply it (or fail it everywhere,
-  // when ranks disagree) at the same point of the same cycle. Returns the new set's id.
+  // proposes the change (a kProcessSetChange message), and the background threads
+  // apply it (or fail it everywhere, when ranks disagree) at the same point of the
+  // same cycle. Returns the new set's id.
   int32_t AddProcessSet(std::vector<int> ranks);
   void RemoveProcessSet(int32_t id);
   const ProcessSetTable& process_sets() const { return table_; }
@@ -84,8 +85,12 @@ class Engine {
   bool RunSetCycle(ProcessSet& set, std::vector<Response> responses);
   bool AnyPending() const;
   bool AnyUnsent() const;
+  // Hands built entries to the queue, one handle each (`callbacks`: as for Enqueue).
+  std::vector<Handle> Submit(std::vector<TensorEntry> entries, std::vector<DoneCallback> callbacks,
+                             bool wake_loop);
   void AdmitNewEntries();
   void ExecuteOne(ProcessSet& set, const Response& response);
+  void FinishJoin(ProcessSet& set, const Response& response);
   void PollGpuFailures();
   void Complete(ProcessSet& set, const std::string& name, Status status, OpResult result);
   void FailEverything(const std::string& reason);
@@ -96,8 +101,8 @@ class Engine {
   void ApplyTunedSettings(const TunedSettings& settings);
   // process_set_changes.cc
   int32_t ProposeChange(const ProcessSetChange& change);
-  static bool IsChangeOp(const ProcessSet& set, const std::string& name);
-  void ApplyChange(const OpResult& gathered, OpResult* result);
+  void FinishChange(ProcessSet& set, const Response& response);
+  OpResult ApplyChange(const ProcessSetChange& change);  // throws Error
   void CreateSet(int32_t id, const std::vector<int>& ranks);
   void DropSet(int32_t id);
 
@@ -109,7 +114,6 @@ class Engine {
   OpNamer& namer_;
   TensorQueue queue_;
   ProcessSetTable table_;
-  std::atomic<int64_t> changes_proposed_{0};  // names the change ops alike on every rank
 
   // Every set's backend marks its blocking calls here; declared before the sets that
   // use it and the watchdog that reads it.

@@ -14,8 +14,7 @@ OpRunner::~OpRunner() = default;
 
 Collectives& OpRunner::CollectivesFor(const Response& response,
                                       const std::vector<TensorEntry*>& entries) {
-  const bool carries_data =
-      response.type != ResponseType::kBarrier && response.type != ResponseType::kJoin;
+  const bool carries_data = response.type != ResponseType::kBarrier && !IsControl(response.type);
   if (response.device < 0 || !carries_data) return host_;
   if (!gpu_) {
     // Made collectively: every member of the set meets its first GPU response in the

@@ -1,10 +1,12 @@
 // One process set as the background thread runs it: its communicator, backend,
 // negotiation (controller, with its own response cache, coordinator and stall
-// inspector), op runner and the ops pending in it. The engine holds one per set this
-// rank belongs to, the global set (id 0) included, and runs a cycle of each in id
+// inspector), op runner and the ops pending in it: tensors by name, control entries
+// (join, process-set changes) by type, apart, so no tensor name can reach them. The engine holds
+// one per set this rank belongs to, the global set (id 0) included, and runs a cycle of each in id
 // order, so ranks meet in every set's collectives in the same order.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -40,6 +42,12 @@ class ProcessSet {
   Controller& controller() { return controller_; }
   OpRunner& runner() { return runner_; }
   std::unordered_map<std::string, TensorEntry>& pending() { return pending_; }
+  // Joins waiting for the join response, which completes them all.
+  std::vector<TensorEntry>& joins() { return joins_; }
+  // Process-set changes (global set only), in the order they were proposed: each
+  // change response answers the oldest.
+  std::deque<TensorEntry>& changes() { return changes_; }
+  bool HasPending() const { return !pending_.empty() || !joins_.empty() || !changes_.empty(); }
 
  private:
   int32_t id_;
@@ -50,6 +58,8 @@ class ProcessSet {
   Controller controller_;
   OpRunner runner_;
   std::unordered_map<std::string, TensorEntry> pending_;
+  std::vector<TensorEntry> joins_;
+  std::deque<TensorEntry> changes_;
 };
 
 }  // namespace lockstep

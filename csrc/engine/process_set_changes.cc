@@ -1,17 +1,23 @@
-// Adding and removing process sets at run time. A change rides on an ordinary
-// allgather over the global set: every rank contributes its proposal, and when the
-// allgather's response runs (the same point of the same cycle on every rank) each
-// background thread checks that all proposals agree and applies the change, creating
-// or freeing the set's communicator. Ids therefore agree everywhere, and the sets'
-// own cycles, which run after the global one, see the change on all members at once.
+// Adding and removing process sets at run time. A change is a control message of its
+// own type over the global set: every rank sends its proposal, the coordinator matches
+// the ranks' proposals in the order each rank made them and answers with the agreed
+// change (or an error, when they disagree). That response runs at the same point of
+// the same cycle on every rank, where each background thread applies the change,
+// creating or freeing the set's communicator. Ids therefore agree everywhere, and the
+// sets' own cycles, which run after the global one, see the change on all members at
+// once.
 #include <cstring>
 
 #include "engine/engine.h"
+#include "submit/spec_validation.h"
 
 namespace lockstep {
 namespace {
 
-constexpr char kChangePrefix[] = "__lockstep_process_set_change__.";
+Status ChangeFailure(const Error& e) {
+  if (e.code() == Status::Code::kInvalidArgument) return Status::InvalidArgument(e.what());
+  return Status::Precondition(e.what());
+}
 
 }  // namespace
 
@@ -34,29 +40,47 @@ void Engine::RemoveProcessSet(int32_t id) {
 }
 
 int32_t Engine::ProposeChange(const ProcessSetChange& change) {
-  std::vector<int32_t> words = EncodeChange(change);
-  OpSpec spec;
-  spec.op = OpType::kAllgather;
-  spec.name = kChangePrefix + std::to_string(changes_proposed_++);
-  spec.dtype = DataType::kInt32;
-  spec.shape = {static_cast<int64_t>(words.size())};
-  spec.input = words.data();  // alive until Wait returns
-  std::vector<OpSpec> one;
-  one.push_back(std::move(spec));
-  OpResult result = handles_.Wait(Enqueue(std::move(one), /*grouped=*/false).front());
+  TensorEntry entry;
+  entry.spec.op = OpType::kProcessSetChange;
+  // For messages and the timeline only: changes are keyed by their type, not by a name.
+  entry.spec.name = DescribeChange(change);
+  entry.request = RequestFromSpec(entry.spec, topology().rank);
+  entry.request.change = EncodeChange(change);
+  entry.enqueued_at = std::chrono::steady_clock::now();
+  std::vector<TensorEntry> one;
+  one.push_back(std::move(entry));
+  OpResult result = handles_.Wait(Submit(std::move(one), {}, /*wake_loop=*/true).front());
   int32_t id = 0;
   std::memcpy(&id, result.buffer->data(), sizeof(id));
   return id;
 }
 
-bool Engine::IsChangeOp(const ProcessSet& set, const std::string& name) {
-  return set.id() == 0 && name.compare(0, sizeof(kChangePrefix) - 1, kChangePrefix) == 0;
+// Each rank's proposals reach the coordinator in the order they were made, and are
+// answered in that order, so a change response answers this rank's oldest waiting
+// proposal. A rank that made none (it had joined, or its absence stalled the change)
+// has none waiting either: every proposal goes out in the cycle that admits it.
+void Engine::FinishChange(ProcessSet& set, const Response& response) {
+  Status status;
+  OpResult outcome;
+  if (!response.error_message.empty()) {
+    status = Status::Precondition(response.error_message);
+  } else {
+    // Applied on every rank, whether or not it has a caller waiting: it is collective.
+    try {
+      outcome = ApplyChange(DecodeChange(response.change));
+    } catch (const Error& e) {
+      status = ChangeFailure(e);
+    }
+  }
+  auto& changes = set.changes();
+  if (changes.empty()) return;
+  TensorEntry entry = std::move(changes.front());
+  changes.pop_front();
+  if (timeline_.active()) timeline_.End(entry.request.name);
+  handles_.Complete(entry.handle, status, status.ok() ? std::move(outcome) : OpResult{});
 }
 
-void Engine::ApplyChange(const OpResult& gathered, OpResult* result) {
-  const auto* words = static_cast<const int32_t*>(gathered.buffer->data());
-  const ProcessSetChange change =
-      AgreedChange(words, gathered.buffer->size() / sizeof(int32_t), topology().size);
+OpResult Engine::ApplyChange(const ProcessSetChange& change) {
   int32_t id = change.id;
   if (change.kind == ProcessSetChange::Kind::kAdd) {
     id = table_.Add(change.ranks);
@@ -65,9 +89,11 @@ void Engine::ApplyChange(const OpResult& gathered, OpResult* result) {
     table_.Remove(change.id);
     DropSet(change.id);
   }
-  result->shape = {1};
-  result->buffer = std::make_shared<Buffer>(sizeof(int32_t));
-  std::memcpy(result->buffer->data(), &id, sizeof(id));
+  OpResult result;
+  result.shape = {1};
+  result.buffer = std::make_shared<Buffer>(sizeof(int32_t));
+  std::memcpy(result.buffer->data(), &id, sizeof(id));
+  return result;
 }
 
 // Every rank calls the split, members and others alike: it is collective over the

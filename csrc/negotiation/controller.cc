@@ -35,7 +35,7 @@ Controller::Controller(std::unique_ptr<Exchange> exchange, const Topology& topol
 }
 
 int32_t Controller::CacheHit(const Request& request) const {
-  const bool cacheable = request.op != OpType::kJoin && request.op != OpType::kBarrier;
+  const bool cacheable = !IsControl(request.op) && request.op != OpType::kBarrier;
   int32_t id = -1;
   if (!cacheable || !cache_.enabled() || cache_paused_) return -1;
   return cache_.Find(request, topology_.rank, topology_.size, &id) == ResponseCache::Lookup::kHit
@@ -173,8 +173,7 @@ void Controller::ApplyCacheUpdates(const ResponseList& list) {
       partial_since_.erase(cache_.IdOf(response.names.front()));
       continue;
     }
-    if (!cache_.enabled() || response.type == ResponseType::kBarrier ||
-        response.type == ResponseType::kJoin) {
+    if (!cache_.enabled() || response.type == ResponseType::kBarrier || IsControl(response.type)) {
       continue;
     }
     for (int32_t evicted : cache_.Put(response)) ResendInFull(evicted);

@@ -7,30 +7,36 @@
 namespace lockstep {
 
 Coordinator::Coordinator(int size, StallInspector& stall_inspector)
-    : size_(size), stall_inspector_(stall_inspector), joined_(size, false) {}
+    : size_(size), stall_inspector_(stall_inspector), changes_(size), joined_(size, false) {}
 
 ResponseList Coordinator::Process(const std::vector<RequestList>& lists, const ResponseCache& cache,
                                   const std::map<int32_t, Clock::time_point>& partial_since,
                                   Clock::time_point now) {
   ResponseList out;
   for (const RequestList& list : lists) {
-    for (const Request& request : list.requests) Add(request, cache, &out);
+    for (const Request& request : list.requests) Add(request, cache, now, &out);
   }
   for (auto& [name, pending] : table_) {
     if (pending.first_seen == Clock::time_point{}) pending.first_seen = now;
   }
   EmitReady(&out);
+  changes_.EmitReady(joined_, now, &out);  // before a completed join clears joined_
   EmitJoinIfComplete(&out);
   InspectStalls(lists, cache, partial_since, now, &out);
   return out;
 }
 
-void Coordinator::Add(const Request& request, const ResponseCache& cache, ResponseList* out) {
+void Coordinator::Add(const Request& request, const ResponseCache& cache, Clock::time_point now,
+                      ResponseList* out) {
   if (request.rank < 0 || request.rank >= size_) return;
   if (request.op == OpType::kJoin) {
     if (!joined_[request.rank]) ++joined_count_;
     joined_[request.rank] = true;
     last_joined_ = request.rank;
+    return;
+  }
+  if (request.op == OpType::kProcessSetChange) {
+    changes_.Add(request, now);
     return;
   }
   // A full request for a cached name means that rank's parameters differ from the
@@ -109,7 +115,7 @@ void Coordinator::EmitJoinIfComplete(ResponseList* out) {
 }
 
 double Coordinator::OldestWaitSeconds(Clock::time_point now) const {
-  double oldest = 0;
+  double oldest = changes_.OldestWaitSeconds(now);
   for (const auto& [name, pending] : table_) {
     oldest = std::max(oldest, std::chrono::duration<double>(now - pending.first_seen).count());
   }
@@ -138,7 +144,12 @@ void Coordinator::InspectStalls(const std::vector<RequestList>& lists, const Res
     }
     if (!t.missing_ranks.empty()) waiting.push_back(std::move(t));
   }
+  if (auto change = changes_.Waiting(joined_, now)) waiting.push_back(std::move(*change));
   for (const WaitingTensor& stalled : stall_inspector_.Inspect(waiting, now)) {
+    if (stalled.process_set_change) {
+      changes_.CancelOldest(stalled, now, out);
+      continue;
+    }
     const std::string& name = stalled.name;
     std::string missing;
     for (int r : stalled.missing_ranks) missing += " " + std::to_string(r);

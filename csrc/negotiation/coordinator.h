@@ -1,6 +1,8 @@
 // Rank 0's side of negotiation: collects every rank's full requests by name, decides
 // which tensors are ready on all ranks (joined ranks count as ready), validates them
-// into responses, tracks join, and asks the stall inspector about the rest.
+// into responses, and asks the stall inspector about the rest. Control messages are
+// kept apart from the tensors, by type: join here, process-set changes in
+// ChangeProposals.
 #pragma once
 
 #include <chrono>
@@ -10,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "negotiation/change_proposals.h"
 #include "negotiation/response_cache.h"
 #include "negotiation/stall_inspector.h"
 #include "wire/message.h"
@@ -35,7 +38,8 @@ class Coordinator {
     Clock::time_point first_seen;
   };
 
-  void Add(const Request& request, const ResponseCache& cache, ResponseList* out);
+  void Add(const Request& request, const ResponseCache& cache, Clock::time_point now,
+           ResponseList* out);
   bool Ready(const Pending& pending) const;
   void EmitReady(ResponseList* out);
   void Emit(const std::string& name, ResponseList* out);
@@ -48,6 +52,7 @@ class Coordinator {
   StallInspector& stall_inspector_;
   std::unordered_map<std::string, Pending> table_;
   std::vector<std::string> arrival_order_;  // responses follow first arrival
+  ChangeProposals changes_;
   std::vector<bool> joined_;
   int joined_count_ = 0;
   int last_joined_ = -1;

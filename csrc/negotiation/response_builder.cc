@@ -6,6 +6,8 @@
 #include <sstream>
 #include <string>
 
+#include "wire/process_set_change.h"
+
 namespace lockstep {
 namespace {
 
@@ -59,14 +61,19 @@ class Checker {
 
 std::string Quote(const char* text) { return std::string(text); }
 
-std::string JoinError(const Request& ref, const std::vector<const Request*>& by_rank) {
+// `what` is the op as the error names it.
+std::string JoinError(const std::string& what, const std::vector<const Request*>& by_rank) {
   std::ostringstream out;
-  out << "Cannot run " << OpTypeName(ref.op) << " of tensor '" << ref.name << "' because rank(s)";
+  out << "Cannot run " << what << " because rank(s)";
   for (size_t r = 0; r < by_rank.size(); ++r) {
     if (by_rank[r] == nullptr) out << " " << r;
   }
   out << " have joined; after join() only allreduce with Sum or Average can proceed";
   return out.str();
+}
+
+std::string TensorOp(const Request& request) {
+  return std::string(OpTypeName(request.op)) + " of tensor '" + request.name + "'";
 }
 
 // Bytes of this host's memory; 0 if unknown.
@@ -175,7 +182,7 @@ Response BuildResponse(const std::vector<const Request*>& by_rank) {
 
   if (any_joined && !(ref.op == OpType::kAllreduce &&
                       (ref.reduce_op == ReduceOp::kSum || ref.reduce_op == ReduceOp::kAverage))) {
-    return ErrorResponse(ref.name, JoinError(ref, by_rank));
+    return ErrorResponse(ref.name, JoinError(TensorOp(ref), by_rank));
   }
 
   Response response;
@@ -210,6 +217,35 @@ Response BuildResponse(const std::vector<const Request*>& by_rank) {
     const std::string problem = ResultSizeProblem(response, size);
     if (!problem.empty()) return ErrorResponse(ref.name, problem);
   }
+  return response;
+}
+
+Response FailedChangeResponse(const std::string& message) {
+  Response response;
+  response.type = ResponseType::kProcessSetChange;
+  response.error_message = message;
+  return response;
+}
+
+Response BuildChangeResponse(const std::vector<const Request*>& by_rank) {
+  int ref_rank = 0;
+  while (by_rank[ref_rank] == nullptr) ++ref_rank;
+  const Request& ref = *by_rank[ref_rank];
+  // The wire accepted only well-formed proposals.
+  const std::string call = DescribeChange(DecodeChange(ref.change));
+  if (std::find(by_rank.begin(), by_rank.end(), nullptr) != by_rank.end()) {
+    return FailedChangeResponse(JoinError(call, by_rank));
+  }
+  for (size_t r = 0; r < by_rank.size(); ++r) {
+    if (by_rank[r]->change == ref.change) continue;
+    return FailedChangeResponse(
+        "process sets must be changed by every rank alike, in the same order: rank " +
+        std::to_string(ref_rank) + " called " + call + " but rank " + std::to_string(r) +
+        " called " + DescribeChange(DecodeChange(by_rank[r]->change)));
+  }
+  Response response;
+  response.type = ResponseType::kProcessSetChange;
+  response.change = ref.change;
   return response;
 }
 

@@ -106,7 +106,7 @@ std::vector<int32_t> ResponseCache::Put(const Response& response) {
                                 std::to_string(response.names.size()) + " names");
   }
   if (!IsCacheable(response.type)) {
-    throw std::invalid_argument("response cache cannot store barrier, join or error responses");
+    throw std::invalid_argument("response cache cannot store barrier, control or error responses");
   }
   std::vector<int32_t> evicted;
   if (!enabled()) return evicted;

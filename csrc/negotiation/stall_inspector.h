@@ -17,6 +17,9 @@ struct WaitingTensor {
   std::string name;
   std::vector<int> missing_ranks;
   double waited_seconds = 0;
+  // A process-set change, not a tensor: `name` describes the call, and the change is
+  // failed by its type, never by a name some tensor could have.
+  bool process_set_change = false;
 };
 
 class StallInspector {

@@ -98,6 +98,9 @@ void ValidateSpec(const OpSpec& spec, const Topology& topology,
                   const std::string& gpu_unavailable) {
   if (spec.name.empty() && spec.op != OpType::kJoin) Fail(spec, "a name is required");
   if (!IsValidOpType(static_cast<uint8_t>(spec.op))) Fail(spec, "unknown op type");
+  if (spec.op == OpType::kProcessSetChange) {
+    Fail(spec, "process sets change through add_process_set and remove_process_set only");
+  }
   if (!IsValidDataType(static_cast<uint8_t>(spec.dtype))) Fail(spec, "unsupported data type");
   if (spec.device >= 0 && !gpu_unavailable.empty()) {
     Fail(spec, "the tensor is on GPU " + std::to_string(spec.device) + ", but " + gpu_unavailable);

@@ -18,6 +18,7 @@ void TensorQueue::Push(std::vector<TensorEntry> entries, bool wake) {
     if (closed_) throw Error(close_reason_);
     std::unordered_set<std::string> batch;
     for (const TensorEntry& entry : entries) {
+      if (IsControl(entry.request.op)) continue;  // not a tensor: its name is no key
       const std::string& name = entry.request.name;
       const std::string key = InFlightKey(entry.spec.process_set_id, name);
       if (in_flight_.count(key) || !batch.insert(key).second) {
@@ -28,7 +29,9 @@ void TensorQueue::Push(std::vector<TensorEntry> entries, bool wake) {
       }
     }
     for (TensorEntry& entry : entries) {
-      in_flight_.insert(InFlightKey(entry.spec.process_set_id, entry.request.name));
+      if (!IsControl(entry.request.op)) {
+        in_flight_.insert(InFlightKey(entry.spec.process_set_id, entry.request.name));
+      }
       entries_.push_back(std::move(entry));
     }
   }

@@ -1,6 +1,7 @@
 // The hand-off between user threads and the background thread: entries waiting to
 // be negotiated, and the set of names in flight (a name may not be reused in its
 // process set until its op completes; other sets negotiate names of their own).
+// Control entries (join, process-set changes) are not tensors and hold no name.
 #pragma once
 
 #include <chrono>

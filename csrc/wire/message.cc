@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "wire/process_set_change.h"
 #include "wire/wire.h"
 
 namespace lockstep {
@@ -17,6 +18,17 @@ constexpr uint8_t kResponseListKind = 2;
 bool SameBits(double a, double b) { return std::memcmp(&a, &b, sizeof(double)) == 0; }
 
 bool IsValidResponseType(uint8_t raw) { return raw <= static_cast<uint8_t>(ResponseType::kError); }
+
+// A change travels on change messages only; on those it must decode, except on a
+// response that reports the change's failure instead.
+std::vector<int32_t> CheckedChange(std::vector<int32_t> words, bool change_message, bool failed) {
+  if (!change_message || failed) {
+    if (!words.empty()) throw WireError("process set change on a message that carries none");
+    return words;
+  }
+  DecodeChange(words);
+  return words;
+}
 
 template <typename Enum>
 Enum ReadEnum(WireReader& reader, bool (*is_valid)(uint8_t), const char* what) {
@@ -62,6 +74,7 @@ void WriteRequest(WireWriter& writer, const Request& request) {
   writer.WriteI64Vector(request.splits);
   writer.WriteI64(request.group_id);
   writer.WriteI32(request.group_size);
+  writer.WriteI32Vector(request.change);
 }
 
 Request ReadRequest(WireReader& reader) {
@@ -79,6 +92,8 @@ Request ReadRequest(WireReader& reader) {
   request.splits = RequireNonNegative(reader.ReadI64Vector(), "splits");
   request.group_id = reader.ReadI64();
   request.group_size = ReadI32AtLeast(reader, 0, "group size");
+  request.change = CheckedChange(reader.ReadI32Vector(), request.op == OpType::kProcessSetChange,
+                                 /*failed=*/false);
   return request;
 }
 
@@ -96,6 +111,7 @@ void WriteResponse(WireWriter& writer, const Response& response) {
   writer.WriteString(response.error_message);
   writer.WriteI32(response.last_joined_rank);
   writer.WriteI64(response.group_id);
+  writer.WriteI32Vector(response.change);
 }
 
 Response ReadResponse(WireReader& reader) {
@@ -113,6 +129,9 @@ Response ReadResponse(WireReader& reader) {
   response.error_message = reader.ReadString();
   response.last_joined_rank = ReadI32AtLeast(reader, -1, "last joined rank");
   response.group_id = reader.ReadI64();
+  response.change =
+      CheckedChange(reader.ReadI32Vector(), response.type == ResponseType::kProcessSetChange,
+                    !response.error_message.empty());
   return response;
 }
 
@@ -127,12 +146,18 @@ size_t MinEncodedBytes(void (*write)(WireWriter&, const Record&)) {
 
 }  // namespace
 
+bool IsControl(OpType op) { return op == OpType::kJoin || op == OpType::kProcessSetChange; }
+
+bool IsControl(ResponseType type) {
+  return type == ResponseType::kJoin || type == ResponseType::kProcessSetChange;
+}
+
 bool Request::operator==(const Request& other) const {
   return rank == other.rank && op == other.op && dtype == other.dtype &&
          reduce_op == other.reduce_op && root_rank == other.root_rank && device == other.device &&
          SameBits(prescale, other.prescale) && SameBits(postscale, other.postscale) &&
          name == other.name && shape == other.shape && splits == other.splits &&
-         group_id == other.group_id && group_size == other.group_size;
+         group_id == other.group_id && group_size == other.group_size && change == other.change;
 }
 
 bool RequestList::operator==(const RequestList& other) const {
@@ -145,7 +170,7 @@ bool Response::operator==(const Response& other) const {
          SameBits(prescale, other.prescale) && SameBits(postscale, other.postscale) &&
          names == other.names && sizes == other.sizes && shape == other.shape &&
          error_message == other.error_message && last_joined_rank == other.last_joined_rank &&
-         group_id == other.group_id;
+         group_id == other.group_id && change == other.change;
 }
 
 bool ResponseList::operator==(const ResponseList& other) const {

@@ -27,6 +27,8 @@ struct Request {
   // same on every rank) and its size; 0 means not grouped.
   int64_t group_id = 0;
   int32_t group_size = 0;
+  // kProcessSetChange only (empty otherwise): the proposal, as EncodeChange's words.
+  std::vector<int32_t> change;
 
   bool operator==(const Request& other) const;
 };
@@ -40,6 +42,7 @@ struct RequestList {
   bool operator==(const RequestList& other) const;
 };
 
+// The values of the kinds a request can ask for equal their OpType's.
 enum class ResponseType : uint8_t {
   kAllreduce = 0,
   kAllgather = 1,
@@ -48,8 +51,15 @@ enum class ResponseType : uint8_t {
   kReducescatter = 4,
   kBarrier = 5,
   kJoin = 6,
-  kError = 7,
+  kProcessSetChange = 7,
+  kError = 8,
 };
+
+// Join and process-set changes are control messages, not tensors: negotiated, matched
+// and completed by their type, never by name (a tensor may take any name), and never
+// cached.
+bool IsControl(OpType op);
+bool IsControl(ResponseType type);
 
 // One collective that every rank will run, in the same order. After fusion a single
 // allreduce response may carry several tensor names.
@@ -68,9 +78,13 @@ struct Response {
   std::vector<int64_t> sizes;
   // Shape of the (first) tensor as agreed, so joined ranks and the cache know it.
   std::vector<int64_t> shape;
-  std::string error_message;      // kError only
+  // kError; a kProcessSetChange that fails on every rank (the ranks disagree, a rank
+  // has joined, or it stalled) carries its error here instead of a change.
+  std::string error_message;
   int32_t last_joined_rank = -1;  // kJoin only
   int64_t group_id = 0;
+  // kProcessSetChange only: the change every rank applies, as EncodeChange's words.
+  std::vector<int32_t> change;
 
   bool operator==(const Response& other) const;
 };
@@ -84,7 +98,8 @@ struct ResponseList {
 };
 
 // Encoding: a versioned header then the fields. Parse* throw WireError (from
-// wire.h) on truncated, oversized or otherwise malformed input; they never read
+// wire.h) on truncated, oversized or otherwise malformed input (a change that does
+// not decode, or one on a message of another type, included); they never read
 // outside the given bytes.
 std::vector<uint8_t> SerializeRequestList(const RequestList& list);
 RequestList ParseRequestList(const uint8_t* data, size_t size);

@@ -19,8 +19,10 @@ class WireError : public std::runtime_error {
 };
 
 // Every message starts with kWireMagic, a u16 format version and a u8 message kind.
+// Version 2: process-set changes became their own request and response type (the
+// error response's type byte moved from 7 to 8) and every record carries a change.
 constexpr char kWireMagic[4] = {'L', 'K', 'S', 'T'};
-constexpr uint16_t kWireVersion = 1;
+constexpr uint16_t kWireVersion = 2;
 
 class WireWriter {
  public:

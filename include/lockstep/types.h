@@ -42,6 +42,9 @@ enum class OpType : uint8_t {
   kReducescatter = 4,
   kBarrier = 5,
   kJoin = 6,
+  // Adding or removing a process set: the engine submits it for AddProcessSet and
+  // RemoveProcessSet; frontends cannot (spec validation refuses it).
+  kProcessSetChange = 7,
 };
 
 size_t DataTypeSize(DataType dtype);

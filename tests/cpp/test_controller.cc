@@ -11,6 +11,7 @@
 
 #include "in_process_exchange.h"
 #include "negotiation/controller.h"
+#include "wire/process_set_change.h"
 
 namespace lockstep {
 namespace {
@@ -23,6 +24,17 @@ Request Allreduce(int rank, const std::string& name, DataType dtype = DataType::
   r.reduce_op = ReduceOp::kSum;
   r.name = name;
   r.shape = {4};
+  return r;
+}
+
+Request Proposal(int rank, std::vector<int> ranks) {
+  ProcessSetChange change;
+  change.ranks = std::move(ranks);
+  Request r;
+  r.rank = rank;
+  r.op = OpType::kProcessSetChange;
+  r.name = DescribeChange(change);
+  r.change = EncodeChange(change);
   return r;
 }
 
@@ -148,6 +160,39 @@ TEST(Controller, MismatchFailsOnEveryRank) {
     EXPECT_NE(result.responses.front().error_message.find("rank 1"), std::string::npos)
         << result.responses.front().error_message;
   }
+}
+
+TEST(Controller, DisagreeingChangeProposalsFailOnEveryRank) {
+  Job job(3);
+  auto results = job.Cycle([](int rank) {
+    return std::vector<Request>{
+        Proposal(rank, rank == 2 ? std::vector<int>{0, 2} : std::vector<int>{0, 1})};
+  });
+  for (const auto& result : results) {
+    ASSERT_EQ(result.responses.size(), 1u);
+    const Response& response = result.responses.front();
+    EXPECT_EQ(response.type, ResponseType::kProcessSetChange);
+    EXPECT_TRUE(response.change.empty());
+    EXPECT_NE(response.error_message.find("rank 0 called add_process_set([0, 1]) but rank 2 "
+                                          "called add_process_set([0, 2])"),
+              std::string::npos)
+        << response.error_message;
+  }
+}
+
+TEST(Controller, ChangesAreNeverCached) {
+  Job job(2);
+  for (int round = 0; round < 2; ++round) {
+    auto results = job.Cycle([](int rank) { return std::vector<Request>{Proposal(rank, {1})}; });
+    for (const auto& result : results) {
+      EXPECT_TRUE(result.full_round);
+      EXPECT_EQ(result.cached_responses, 0);
+      ASSERT_EQ(result.responses.size(), 1u);
+      EXPECT_EQ(result.responses.front().type, ResponseType::kProcessSetChange);
+      EXPECT_EQ(DecodeChange(result.responses.front().change).ranks, std::vector<int>{1});
+    }
+  }
+  EXPECT_EQ(job.hub().gather_rounds(), 2);  // the second went through the coordinator too
 }
 
 TEST(Controller, ShutdownOnOneRankReachesEveryRank) {

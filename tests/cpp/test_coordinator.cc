@@ -1,5 +1,6 @@
 // Rank 0's negotiation logic, driven round by round with hand-made RequestLists:
-// readiness, ordering, groups, join, cache eviction and stall cancellation.
+// readiness, ordering, groups, join, process-set changes, cache eviction and stall
+// cancellation.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "negotiation/coordinator.h"
+#include "wire/process_set_change.h"
 
 namespace lockstep {
 namespace {
@@ -37,6 +39,16 @@ Request Grouped(int rank, const std::string& name, int64_t group_id, int32_t gro
 Request Join(int rank) {
   Request r = MakeRequest(rank, "join", OpType::kJoin);
   r.shape = {};
+  return r;
+}
+
+// A proposal to add a set of `ranks`, named as a tensor might be: the name is no key.
+Request Proposal(int rank, std::vector<int> ranks, const std::string& name = "change") {
+  ProcessSetChange change;
+  change.ranks = std::move(ranks);
+  Request r = MakeRequest(rank, name, OpType::kProcessSetChange);
+  r.shape = {};
+  r.change = EncodeChange(change);
   return r;
 }
 
@@ -308,6 +320,101 @@ TEST_F(CoordinatorTest, IgnoresRequestsFromRanksOutsideTheWorld) {
                      {MakeRequest(2, "a"), MakeRequest(5, "a"), Join(2)}})
                   .responses.empty());
   EXPECT_EQ(NamesOf(Round({{}, {MakeRequest(1, "a")}})), (Names{"a"}));
+}
+
+TEST_F(CoordinatorTest, AgreedChangeIsAnsweredOnceEveryRankProposed) {
+  Start(3, Config{});
+  EXPECT_TRUE(Round({{Proposal(0, {0, 2})}, {}, {Proposal(2, {0, 2})}}).responses.empty());
+  ResponseList out = Round({{}, {Proposal(1, {0, 2})}, {}});
+  ASSERT_EQ(out.responses.size(), 1u);
+  const Response& change = out.responses[0];
+  EXPECT_EQ(change.type, ResponseType::kProcessSetChange);
+  EXPECT_EQ(change.error_message, "");
+  EXPECT_EQ(DecodeChange(change.change).ranks, (std::vector<int>{0, 2}));
+  EXPECT_TRUE(change.names.empty());  // a change is no tensor
+  EXPECT_TRUE(Round({{}, {}, {}}).responses.empty());
+  EXPECT_EQ(coordinator_->OldestWaitSeconds(t0_ + seconds(1)), 0.0);
+}
+
+TEST_F(CoordinatorTest, DisagreeingProposalsFailTheChangeOnEveryRank) {
+  Start(3, Config{});
+  ResponseList out =
+      Round({{Proposal(0, {0, 1})}, {Proposal(1, {0, 1})}, {Proposal(2, {0, 2}, "other name")}});
+  ASSERT_EQ(out.responses.size(), 1u);
+  const Response& error = out.responses[0];
+  EXPECT_EQ(error.type, ResponseType::kProcessSetChange);
+  EXPECT_TRUE(error.change.empty());
+  EXPECT_TRUE(Contains(error.error_message,
+                       "process sets must be changed by every rank alike, in the same order: rank "
+                       "0 called add_process_set([0, 1]) but rank 2 called add_process_set([0, "
+                       "2])"));
+
+  // An addition against a removal is a disagreement too; the next turn starts afresh.
+  Request removal = MakeRequest(1, "change", OpType::kProcessSetChange);
+  ProcessSetChange remove;
+  remove.kind = ProcessSetChange::Kind::kRemove;
+  remove.id = 4;
+  removal.change = EncodeChange(remove);
+  out = Round({{Proposal(0, {1})}, {removal}, {Proposal(2, {1})}});
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_TRUE(Contains(out.responses[0].error_message, "but rank 1 called remove_process_set(4)"));
+}
+
+TEST_F(CoordinatorTest, ProposalsAreMatchedInTheOrderEachRankMadeThem) {
+  ResponseList out = Round({{Proposal(0, {0}), Proposal(0, {1})}, {Proposal(1, {0})}});
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_EQ(DecodeChange(out.responses[0].change).ranks, (std::vector<int>{0}));
+  out = Round({{}, {Proposal(1, {1})}});
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_EQ(DecodeChange(out.responses[0].change).ranks, (std::vector<int>{1}));
+}
+
+TEST_F(CoordinatorTest, ChangesAndTensorsNeverMatchEachOtherWhateverTheirNames) {
+  // Rank 0 submits a tensor and a change under the same name; rank 1 only the change.
+  ResponseList out = Round({{MakeRequest(0, "__lockstep_process_set_change__.0"),
+                             Proposal(0, {0}, "__lockstep_process_set_change__.0")},
+                            {Proposal(1, {0}, "__lockstep_process_set_change__.0")}});
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_EQ(out.responses[0].type, ResponseType::kProcessSetChange);
+  EXPECT_EQ(out.responses[0].error_message, "");
+  out = Round({{}, {MakeRequest(1, "__lockstep_process_set_change__.0")}});
+  ASSERT_EQ(NamesOf(out), (Names{"__lockstep_process_set_change__.0"}));
+  EXPECT_EQ(out.responses[0].type, ResponseType::kAllreduce);
+}
+
+TEST_F(CoordinatorTest, AChangeNamedLikeACachedTensorEvictsNothing) {
+  cache_.Put(CachedAllreduce("w"));
+  ResponseList out = Round({{Proposal(0, {0}, "w")}, {Proposal(1, {0}, "w")}});
+  EXPECT_TRUE(out.evict_cache_ids.empty());
+  EXPECT_EQ(cache_.IdOf("w"), 0);
+}
+
+TEST_F(CoordinatorTest, AChangeCannotRunWhileARankHasJoined) {
+  Start(3, Config{});
+  ResponseList out = Round({{Proposal(0, {0, 1})}, {Join(1)}, {Proposal(2, {0, 1})}});
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_EQ(out.responses[0].type, ResponseType::kProcessSetChange);
+  EXPECT_TRUE(Contains(out.responses[0].error_message,
+                       "Cannot run add_process_set([0, 1]) because rank(s) 1 have joined"));
+}
+
+TEST_F(CoordinatorTest, StalledChangeFailsNamingTheMissingRank) {
+  Config config;
+  config.stall_check_seconds = 1;
+  config.stall_shutdown_seconds = 5;
+  Start(3, config);
+  EXPECT_TRUE(Round({{Proposal(0, {0, 1})}, {}, {Proposal(2, {0, 1})}}).responses.empty());
+  EXPECT_EQ(coordinator_->OldestWaitSeconds(t0_ + seconds(3)), 3.0);
+  EXPECT_TRUE(Round({{}, {}, {}}, seconds(2)).responses.empty());
+  EXPECT_TRUE(Contains(LogText(), "'add_process_set([0, 1])' (missing ranks: 1)"));
+
+  ResponseList out = Round({{}, {}, {}}, seconds(100));
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_EQ(out.responses[0].type, ResponseType::kProcessSetChange);
+  EXPECT_TRUE(Contains(out.responses[0].error_message,
+                       "Process set change add_process_set([0, 1]) stalled: rank(s) 1 did not "
+                       "call it"));
+  EXPECT_EQ(coordinator_->OldestWaitSeconds(t0_ + seconds(100)), 0.0);
 }
 
 }  // namespace

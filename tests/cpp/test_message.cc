@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "wire/message.h"
+#include "wire/process_set_change.h"
 #include "wire/wire.h"
 
 namespace lockstep {
@@ -53,9 +54,32 @@ Response FullResponse() {
   return r;
 }
 
+// A change travels only on a change message, so it has records of its own.
+std::vector<int32_t> AddWords(std::vector<int> ranks) {
+  ProcessSetChange change;
+  change.ranks = std::move(ranks);
+  return EncodeChange(change);
+}
+
+Request ChangeRequest() {
+  Request r;
+  r.rank = 1;
+  r.op = OpType::kProcessSetChange;
+  r.name = "add_process_set([0, 2])";
+  r.change = AddWords({0, 2});
+  return r;
+}
+
+Response ChangeResponse() {
+  Response r;
+  r.type = ResponseType::kProcessSetChange;
+  r.change = AddWords({0, 2});
+  return r;
+}
+
 RequestList FullRequestList() {
   RequestList list;
-  list.requests = {FullRequest(), Request{}, FullRequest()};
+  list.requests = {FullRequest(), Request{}, FullRequest(), ChangeRequest()};
   list.requests[2].name = "second";
   list.requests[2].prescale = std::numeric_limits<double>::quiet_NaN();
   list.requests[2].postscale = -std::numeric_limits<double>::infinity();
@@ -65,7 +89,7 @@ RequestList FullRequestList() {
 
 ResponseList FullResponseList() {
   ResponseList list;
-  list.responses = {FullResponse(), Response{}, FullResponse()};
+  list.responses = {FullResponse(), Response{}, FullResponse(), ChangeResponse()};
   list.responses[2].type = ResponseType::kError;
   list.responses[2].prescale = std::numeric_limits<double>::infinity();
   list.responses[2].postscale = std::numeric_limits<double>::quiet_NaN();
@@ -102,6 +126,7 @@ std::vector<RequestMutation> RequestFieldMutations() {
       [](Request& r) { r.splits[1] = 9; },
       [](Request& r) { r.group_id = 78; },
       [](Request& r) { r.group_size = 5; },
+      [](Request& r) { r.change = {1}; },
   };
 }
 
@@ -120,6 +145,7 @@ std::vector<ResponseMutation> ResponseFieldMutations() {
       [](Response& r) { r.error_message = ""; },
       [](Response& r) { r.last_joined_rank = -1; },
       [](Response& r) { r.group_id = 0; },
+      [](Response& r) { r.change = {1}; },
   };
 }
 
@@ -175,11 +201,12 @@ TEST(MessageRoundTrip, EmptyListsSurvive) {
 
 TEST(MessageRoundTrip, EveryEnumValueSurvives) {
   RequestList requests;
-  for (uint8_t op = 0; op <= static_cast<uint8_t>(OpType::kJoin); ++op) {
+  for (uint8_t op = 0; op <= static_cast<uint8_t>(OpType::kProcessSetChange); ++op) {
     for (uint8_t dtype = 0; dtype < kNumDataTypes; ++dtype) {
       for (uint8_t reduce = 0; reduce <= static_cast<uint8_t>(ReduceOp::kProduct); ++reduce) {
         Request r;
         r.op = static_cast<OpType>(op);
+        if (r.op == OpType::kProcessSetChange) r.change = AddWords({1});
         r.dtype = static_cast<DataType>(dtype);
         r.reduce_op = static_cast<ReduceOp>(reduce);
         requests.requests.push_back(r);
@@ -192,6 +219,7 @@ TEST(MessageRoundTrip, EveryEnumValueSurvives) {
   for (uint8_t type = 0; type <= static_cast<uint8_t>(ResponseType::kError); ++type) {
     Response r;
     r.type = static_cast<ResponseType>(type);
+    if (r.type == ResponseType::kProcessSetChange) r.change = AddWords({1});
     responses.responses.push_back(r);
   }
   EXPECT_EQ(RoundTrip(responses), responses);
@@ -249,9 +277,12 @@ TEST(MessageParse, WrongMagicAndVersionAreRejected) {
   std::vector<uint8_t> bad_magic = bytes;
   bad_magic[0] = 'X';
   EXPECT_THROW(ParseRequestList(bad_magic.data(), bad_magic.size()), WireError);
-  std::vector<uint8_t> bad_version = bytes;
-  bad_version[4] = 2;
-  EXPECT_THROW(ParseRequestList(bad_version.data(), bad_version.size()), WireError);
+  // Version 1 (process-set changes as allgathers) and any later one are refused.
+  for (uint8_t version : {uint8_t{1}, static_cast<uint8_t>(kWireVersion + 1)}) {
+    std::vector<uint8_t> bad_version = bytes;
+    bad_version[4] = version;
+    EXPECT_THROW(ParseRequestList(bad_version.data(), bad_version.size()), WireError);
+  }
 }
 
 // The offset of the one byte a mutation changes, found by comparing encodings, so the
@@ -277,13 +308,14 @@ size_t OffsetChangedBy(const ResponseMutation& mutate) {
 }
 
 TEST(MessageParse, InvalidEnumBytesAreRejected) {
-  std::vector<uint8_t> request_bytes = SerializeRequestList(RequestList{{Request{}}, {}});
+  // A change request, so that the last valid op (a change) parses too.
+  std::vector<uint8_t> request_bytes = SerializeRequestList(RequestList{{ChangeRequest()}, {}});
   struct Case {
     size_t offset;
     uint8_t first_invalid;
   };
   std::vector<Case> request_cases = {
-      {OffsetChangedBy([](Request& r) { r.op = OpType::kJoin; }), 7},
+      {OffsetChangedBy([](Request& r) { r.op = OpType::kJoin; }), 8},
       {OffsetChangedBy([](Request& r) { r.dtype = DataType::kBool; }), kNumDataTypes},
       {OffsetChangedBy([](Request& r) { r.reduce_op = ReduceOp::kProduct; }), 6},
   };
@@ -299,7 +331,7 @@ TEST(MessageParse, InvalidEnumBytesAreRejected) {
 
   std::vector<uint8_t> response_bytes = SerializeResponseList(ResponseList{{Response{}}, {}});
   std::vector<Case> response_cases = {
-      {OffsetChangedBy([](Response& r) { r.type = ResponseType::kError; }), 8},
+      {OffsetChangedBy([](Response& r) { r.type = ResponseType::kError; }), 9},
       {OffsetChangedBy([](Response& r) { r.dtype = DataType::kBool; }), kNumDataTypes},
       {OffsetChangedBy([](Response& r) { r.reduce_op = ReduceOp::kProduct; }), 6},
   };

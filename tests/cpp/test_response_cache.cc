@@ -183,7 +183,8 @@ TEST(ResponseCacheMatch, FusedOrMisnamedResponsesNeverMatch) {
 
 TEST(ResponseCachePut, RejectsUncacheableResponses) {
   ResponseCache cache(4);
-  for (ResponseType type : {ResponseType::kBarrier, ResponseType::kJoin, ResponseType::kError}) {
+  for (ResponseType type : {ResponseType::kBarrier, ResponseType::kJoin,
+                            ResponseType::kProcessSetChange, ResponseType::kError}) {
     EXPECT_THROW(cache.Put(MakeResponse(type, "a", {})), std::invalid_argument);
   }
   Response unnamed = MakeResponse(ResponseType::kAllreduce, "a", {1});

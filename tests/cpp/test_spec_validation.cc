@@ -155,6 +155,11 @@ TEST_F(SpecValidationTest, RejectsUnknownEnums) {
   spec = Valid(OpType::kAllreduce);
   spec.op = static_cast<OpType>(77);
   EXPECT_TRUE(Rejects(spec, "unknown op type"));
+
+  // The engine submits process-set changes itself; a frontend cannot.
+  spec = Valid(OpType::kAllreduce);
+  spec.op = OpType::kProcessSetChange;
+  EXPECT_TRUE(Rejects(spec, "through add_process_set and remove_process_set only"));
 }
 
 TEST_F(SpecValidationTest, RejectsUnsupportedReductions) {

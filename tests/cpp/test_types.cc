@@ -65,6 +65,7 @@ TEST(Types, OpTypeNames) {
   EXPECT_STREQ(OpTypeName(OpType::kReducescatter), "reducescatter");
   EXPECT_STREQ(OpTypeName(OpType::kBarrier), "barrier");
   EXPECT_STREQ(OpTypeName(OpType::kJoin), "join");
+  EXPECT_STREQ(OpTypeName(OpType::kProcessSetChange), "process_set_change");
 }
 
 TEST(Types, ValidityChecksCoverExactlyTheEnumerators) {
@@ -72,7 +73,7 @@ TEST(Types, ValidityChecksCoverExactlyTheEnumerators) {
     uint8_t byte = static_cast<uint8_t>(raw);
     EXPECT_EQ(IsValidDataType(byte), raw < kNumDataTypes) << raw;
     EXPECT_EQ(IsValidReduceOp(byte), raw <= 5) << raw;
-    EXPECT_EQ(IsValidOpType(byte), raw <= 6) << raw;
+    EXPECT_EQ(IsValidOpType(byte), raw <= 7) << raw;
   }
 }
 

@@ -322,7 +322,7 @@ TEST(WireHeader, WrongMagicIsNamed) {
 TEST(WireHeader, WrongVersionIsNamed) {
   std::vector<uint8_t> bytes = Header(kTestKind);
   bytes[4] = 7;
-  EXPECT_EQ(HeaderError(bytes, kTestKind), "wire format version 7 not supported (expected 1)");
+  EXPECT_EQ(HeaderError(bytes, kTestKind), "wire format version 7 not supported (expected 2)");
 }
 
 TEST(WireHeader, WrongKindIsNamed) {

@@ -49,3 +49,10 @@ def test_keras_optimizer_on_a_set(built_extension):
     backends run the process-set ops tested above."""
     run = run_ranks("process_sets_keras.py", 4, timeout=180, env={"KERAS_BACKEND": "jax"})
     run.assert_all_ranks_passed(4)
+
+
+def test_tensors_named_like_control_messages_are_ordinary_tensors(built_extension):
+    """Join and process-set changes are typed messages: tensors named
+    `__lockstep_join__` or `__lockstep_process_set_change__.0` run as any other, also
+    while a join or a change is in flight."""
+    run_ranks("control_names.py", 2, timeout=120).assert_all_ranks_passed(2)

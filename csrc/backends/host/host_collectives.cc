@@ -49,8 +49,8 @@ void HostCollectives::EndPhase(const std::vector<std::string>& names) {
 
 std::vector<OpResult> HostCollectives::Run(const Response& r,
                                            const std::vector<LocalTensor>& tensors) {
-  const bool needs_own_tensor = r.type != ResponseType::kAllreduce &&
-                                r.type != ResponseType::kBarrier && r.type != ResponseType::kJoin;
+  const bool needs_own_tensor =
+      r.type != ResponseType::kAllreduce && r.type != ResponseType::kBarrier && !IsControl(r.type);
   if (needs_own_tensor && (tensors.empty() || tensors[0].spec == nullptr)) {
     throw Error("internal error: no local tensor for " + r.names.front());
   }
@@ -72,6 +72,7 @@ std::vector<OpResult> HostCollectives::Run(const Response& r,
       result.join_last_rank = r.last_joined_rank;
       return {result};
     }
+    case ResponseType::kProcessSetChange:  // the engine applies it; nothing to move
     case ResponseType::kError:
       break;
   }
