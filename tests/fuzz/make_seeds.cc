@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "wire/message.h"
+#include "wire/process_set_change.h"
 
 namespace {
 
@@ -23,6 +24,12 @@ void Write(const std::string& dir, const std::string& name, const std::vector<ui
   }
 }
 
+std::vector<int32_t> AddWords(std::vector<int> ranks) {
+  ProcessSetChange change;
+  change.ranks = std::move(ranks);
+  return EncodeChange(change);
+}
+
 Request RequestFor(OpType op, int rank) {
   Request r;
   r.rank = rank;
@@ -31,6 +38,7 @@ Request RequestFor(OpType op, int rank) {
   r.shape = {4, 3};
   if (op == OpType::kAlltoall) r.splits = {1, 3};
   if (op == OpType::kBroadcast) r.root_rank = 1;
+  if (op == OpType::kProcessSetChange) r.change = AddWords({0, 1});
   return r;
 }
 
@@ -44,6 +52,10 @@ Response ResponseFor(ResponseType type) {
   if (type == ResponseType::kAlltoall) r.sizes = {1, 3, 2, 2};
   if (type == ResponseType::kError) r.error_message = "Mismatched shapes for allreduce";
   if (type == ResponseType::kJoin) r.last_joined_rank = 1;
+  if (type == ResponseType::kProcessSetChange) {
+    r.names.clear();
+    r.change = AddWords({0, 1});
+  }
   return r;
 }
 
@@ -58,7 +70,7 @@ int main(int argc, char** argv) {
   Write(dir, "request_list_empty", SerializeRequestList(RequestList{}));
   Write(dir, "response_list_empty", SerializeResponseList(ResponseList{}));
   RequestList all_ops;
-  for (int op = 0; op <= static_cast<int>(OpType::kJoin); ++op) {
+  for (int op = 0; op <= static_cast<int>(OpType::kProcessSetChange); ++op) {
     RequestList one;
     one.requests = {RequestFor(static_cast<OpType>(op), 1)};
     Write(dir, "request_op" + std::to_string(op), SerializeRequestList(one));
@@ -88,5 +100,10 @@ int main(int argc, char** argv) {
   all_types.responses.push_back(fused);
   all_types.evict_cache_ids = {3, 1023};
   Write(dir, "response_list_mixed", SerializeResponseList(all_types));
+  ResponseList failed_change;
+  failed_change.responses = {ResponseFor(ResponseType::kProcessSetChange)};
+  failed_change.responses[0].change.clear();
+  failed_change.responses[0].error_message = "process sets must be changed by every rank alike";
+  Write(dir, "response_failed_change", SerializeResponseList(failed_change));
   return 0;
 }
