@@ -2,6 +2,7 @@
 // of process-wide lockstep state.
 #include "lockstep/lockstep.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -33,6 +34,10 @@ struct ProcessState {
   // The process that called Init(); a fork's child is another. Read without `mutex`
   // (see InForkedChild), so atomic.
   std::atomic<pid_t> owner_pid{0};
+  // Set in the child by an atfork handler registered at the first Init(): every op
+  // checks it, and a flag costs nothing where getpid() is a system call.
+  std::atomic<bool> forked_child{false};
+  bool atfork_registered = false;  // guarded by init_mutex
 };
 
 ProcessState& State() {
@@ -42,12 +47,14 @@ ProcessState& State() {
 
 void ShutdownAtExit() { Shutdown(); }
 
+void MarkForkedChild() { State().forked_child.store(true, std::memory_order_relaxed); }
+
 // A child of fork() inherits the engine's memory but neither its background thread
 // nor its MPI connection: waiting on it would hang and shutting it down would join a
 // thread that does not exist. Checked before taking any lock, since a lock held by
 // another thread at fork() time stays held forever in the child.
 bool InForkedChild(const ProcessState& state) {
-  return state.owner_pid != 0 && state.owner_pid != getpid();
+  return state.forked_child.load(std::memory_order_relaxed);
 }
 
 std::string ForkedChildMessage(const ProcessState& state) {
@@ -99,6 +106,10 @@ void Init() {
     std::lock_guard<std::mutex> lock(state.mutex);
     state.engine = std::move(engine);
     state.owner_pid = getpid();
+  }
+  if (!state.atfork_registered) {  // guarded by init_mutex
+    pthread_atfork(nullptr, nullptr, MarkForkedChild);
+    state.atfork_registered = true;
   }
   if (!state.exit_hook_registered) {  // guarded by init_mutex
     // Registered after MPI's own exit hook, so it runs before MPI is finalized.
