@@ -94,6 +94,7 @@ std::vector<Handle> Engine::Enqueue(std::vector<OpSpec> specs, bool grouped,
   }
   const int64_t group_id = grouped ? GroupIdFor(specs) : 0;
   std::vector<TensorEntry> entries;
+  entries.reserve(specs.size());
   for (OpSpec& spec : specs) {
     // For messages and the timeline only: join is keyed by its type, not by a name.
     if (spec.op == OpType::kJoin) spec.name = OpTypeName(spec.op);
@@ -120,6 +121,7 @@ std::vector<Handle> Engine::Enqueue(std::vector<OpSpec> specs, bool grouped,
 std::vector<Handle> Engine::Submit(std::vector<TensorEntry> entries,
                                    std::vector<DoneCallback> callbacks, bool wake_loop) {
   std::vector<Handle> handles;
+  handles.reserve(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
     entries[i].handle = handles_.Allocate(callbacks.empty() ? nullptr : std::move(callbacks[i]));
     handles.push_back(entries[i].handle);
@@ -282,7 +284,8 @@ void Engine::UpdateBackoff(bool made_progress, const NegotiationResult& result) 
 }
 
 void Engine::AdmitNewEntries() {
-  std::vector<TensorEntry> entries = queue_.PopAll();
+  std::vector<TensorEntry>& entries = admitted_;  // reused: no allocation per cycle
+  queue_.PopAll(&entries);
   if (entries.empty()) return;
   std::map<int32_t, std::vector<Request>> batches;
   for (TensorEntry& entry : entries) {
@@ -315,7 +318,7 @@ void Engine::AdmitNewEntries() {
       target.pending().emplace(std::move(name), std::move(entry));
     }
   }
-  for (const auto& [id, batch] : batches) sets_.at(id)->controller().Admit(batch);
+  for (auto& [id, batch] : batches) sets_.at(id)->controller().Admit(std::move(batch));
 }
 
 // Dispatches on the response's type: control messages complete the entries kept
@@ -409,7 +412,9 @@ void Engine::FailEverything(const std::string& reason) {
         IsControl(entry.request.op) ? name : "collective on tensor '" + name + "'";
     handles_.Complete(entry.handle, Status::Aborted(what + " did not run: " + reason), {});
   };
-  for (TensorEntry& entry : queue_.PopAll()) fail(entry);
+  std::vector<TensorEntry> queued;
+  queue_.PopAll(&queued);
+  for (TensorEntry& entry : queued) fail(entry);
   for (auto& [id, set] : sets_) {
     for (auto& [name, entry] : set->pending()) fail(entry);
     for (TensorEntry& entry : set->joins()) fail(entry);

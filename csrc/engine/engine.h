@@ -121,6 +121,7 @@ class Engine {
   // Background-thread state: the sets this rank is in, by id (0 = global, first).
   std::map<int32_t, std::unique_ptr<ProcessSet>> sets_;
   bool joined_ = false;
+  std::vector<TensorEntry> admitted_;  // AdmitNewEntries' buffer, kept for its capacity
   std::chrono::microseconds backoff_{0};
   // Idle cycles come every cycle_time * idle_stretch_; it doubles per cycle in which no
   // rank had work, up to kMaxIdleStretch.

@@ -43,20 +43,20 @@ int32_t Controller::CacheHit(const Request& request) const {
              : -1;
 }
 
-void Controller::Admit(const std::vector<Request>& batch) {
+void Controller::Admit(std::vector<Request> batch) {
   std::map<int64_t, bool> group_all_hit;  // group id -> every member is a cache hit
   for (const Request& request : batch) {
     if (request.group_id == 0) continue;
     auto [it, inserted] = group_all_hit.try_emplace(request.group_id, true);
     it->second = it->second && CacheHit(request) >= 0;
   }
-  for (const Request& request : batch) {
+  for (Request& request : batch) {
     const int32_t id = CacheHit(request);
     const bool as_cached = id >= 0 && (request.group_id == 0 || group_all_hit[request.group_id]);
     if (as_cached) {
-      cached_pending_[id] = request;
+      cached_pending_[id] = std::move(request);
     } else {
-      unsent_.push_back(request);
+      unsent_.push_back(std::move(request));
     }
   }
 }

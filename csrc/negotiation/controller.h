@@ -44,7 +44,7 @@ class Controller {
   // Files new local requests for the next cycle: one cache bit each when the cache
   // knows them exactly, otherwise full requests. A group goes one way as a whole, so
   // the coordinator always sees all of its members or none.
-  void Admit(const std::vector<Request>& batch);
+  void Admit(std::vector<Request> batch);
   NegotiationResult Negotiate(bool shutdown_requested, bool joined, bool has_pending);
   bool HasUnsent() const { return !unsent_.empty(); }
   // Appended to stall warnings (ranks here are the communicator's, 0..size-1).

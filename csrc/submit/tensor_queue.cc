@@ -1,5 +1,8 @@
 #include "submit/tensor_queue.h"
 
+#include <string_view>
+#include <unordered_set>
+
 namespace lockstep {
 namespace {
 
@@ -10,30 +13,44 @@ std::string InFlightKey(int32_t process_set_id, const std::string& name) {
   return name + '\x1f' + std::to_string(process_set_id);
 }
 
+// The index of the first key that repeats an earlier one, or -1. Batches are mostly
+// a single op, where this costs nothing.
+int FirstRepeat(const std::vector<std::string>& keys) {
+  std::unordered_set<std::string_view> seen;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keys.size() > 1 && !seen.insert(keys[i]).second) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+Error SubmittedAgain(const std::string& name) {
+  return Error("tensor '" + name +
+                   "' was submitted again while its previous collective is still in flight; "
+                   "wait for it (synchronize) or use a different name",
+               Status::Code::kInvalidArgument);
+}
+
 }  // namespace
 
 void TensorQueue::Push(std::vector<TensorEntry> entries, bool wake) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (closed_) throw Error(close_reason_);
-    std::unordered_set<std::string> batch;
+    // Keys are built once and then moved in: this runs on every op's path.
+    std::vector<std::string> keys;
+    std::vector<const std::string*> names;
+    keys.reserve(entries.size());
+    names.reserve(entries.size());
     for (const TensorEntry& entry : entries) {
       if (IsControl(entry.request.op)) continue;  // not a tensor: its name is no key
-      const std::string& name = entry.request.name;
-      const std::string key = InFlightKey(entry.spec.process_set_id, name);
-      if (in_flight_.count(key) || !batch.insert(key).second) {
-        throw Error("tensor '" + name +
-                        "' was submitted again while its previous collective is still in flight; "
-                        "wait for it (synchronize) or use a different name",
-                    Status::Code::kInvalidArgument);
-      }
+      keys.push_back(InFlightKey(entry.spec.process_set_id, entry.request.name));
+      names.push_back(&entry.request.name);
+      if (in_flight_.count(keys.back())) throw SubmittedAgain(entry.request.name);
     }
-    for (TensorEntry& entry : entries) {
-      if (!IsControl(entry.request.op)) {
-        in_flight_.insert(InFlightKey(entry.spec.process_set_id, entry.request.name));
-      }
-      entries_.push_back(std::move(entry));
-    }
+    const int repeat = FirstRepeat(keys);
+    if (repeat >= 0) throw SubmittedAgain(*names[repeat]);
+    for (std::string& key : keys) in_flight_.insert(std::move(key));
+    for (TensorEntry& entry : entries) entries_.push_back(std::move(entry));
   }
   if (wake) cv_.notify_one();
 }
@@ -43,11 +60,10 @@ bool TensorQueue::HasEntries() {
   return !entries_.empty();
 }
 
-std::vector<TensorEntry> TensorQueue::PopAll() {
+void TensorQueue::PopAll(std::vector<TensorEntry>* out) {
+  out->clear();
   std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<TensorEntry> out;
-  out.swap(entries_);
-  return out;
+  out->swap(entries_);  // the queue keeps the caller's old capacity: no allocation per cycle
 }
 
 void TensorQueue::Release(int32_t process_set_id, const std::string& name) {

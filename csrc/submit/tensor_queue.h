@@ -34,7 +34,14 @@ class TensorQueue {
   // WaitForWork() asleep (the caller will run the cycle itself).
   void Push(std::vector<TensorEntry> entries, bool wake = true);
   bool HasEntries();
-  std::vector<TensorEntry> PopAll();
+  // Moves the queued entries into *out (cleared first); the loop passes the same
+  // vector each cycle, so the queue reuses its capacity.
+  void PopAll(std::vector<TensorEntry>* out);
+  std::vector<TensorEntry> PopAll() {
+    std::vector<TensorEntry> out;
+    PopAll(&out);
+    return out;
+  }
   void Release(int32_t process_set_id, const std::string& name);
   // Returns once entries are waiting, Wake() was called, or `timeout` passed; true in
   // the first two cases.

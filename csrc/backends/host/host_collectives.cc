@@ -37,6 +37,11 @@ HostCollectives::HostCollectives(const Topology& topology, Backend& transport,
                                  PhaseRecorder& phases, int64_t chunk_bytes)
     : topology_(topology), backend_(transport), timeline_(phases), chunk_bytes_(chunk_bytes) {}
 
+// The timeline's name for this response's collective; not built while nobody records.
+std::string HostCollectives::PhaseName(const Response& r, const Backend& backend) const {
+  return timeline_.active() ? CollectiveName(r, backend) : std::string();
+}
+
 void HostCollectives::Phase(const std::vector<std::string>& names, const char* phase) {
   if (!timeline_.active()) return;
   for (const std::string& name : names) timeline_.Begin(name, phase);
@@ -114,7 +119,7 @@ std::vector<OpResult> HostCollectives::RunAllreduce(const Response& r,
   };
   hooks.finish = [this, &r](void* buffer, int64_t count) { FinishReduction(buffer, count, r); };
   ChunkedAllreduce(backend, fusion_buffer_, chunk_bytes_, hooks)
-      .Run(r, segments, CollectiveName(r, backend));
+      .Run(r, segments, PhaseName(r, backend));
 
   std::vector<OpResult> results(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -185,7 +190,7 @@ OpResult HostCollectives::RunAllgather(const Response& r, const OpSpec& spec) {
   OpResult result;
   result.shape = layout.shape;
   result.buffer = ResultBuffer(layout.bytes, r);
-  Phase(r.names, CollectiveName(r, backend).c_str());
+  Phase(r.names, PhaseName(r, backend).c_str());
   backend.Allgatherv(spec.input, result.buffer->data(), layout.bytes_per_rank);
   EndPhase(r.names);
   return result;
@@ -197,7 +202,7 @@ OpResult HostCollectives::RunBroadcast(const Response& r, const OpSpec& spec) {
   if (topology_.rank == r.root_rank && spec.input != spec.output && bytes > 0) {
     std::memcpy(spec.output, spec.input, bytes);
   }
-  Phase(r.names, CollectiveName(r, backend).c_str());
+  Phase(r.names, PhaseName(r, backend).c_str());
   backend.Broadcast(spec.output, bytes, r.root_rank);
   EndPhase(r.names);
   OpResult result;
@@ -212,7 +217,7 @@ OpResult HostCollectives::RunAlltoall(const Response& r, const OpSpec& spec) {
   result.shape = layout.shape;
   result.received_splits = std::move(layout.received_splits);
   result.buffer = ResultBuffer(layout.recv_total, r);
-  Phase(r.names, CollectiveName(r, backend).c_str());
+  Phase(r.names, PhaseName(r, backend).c_str());
   backend.Alltoallv(spec.input, layout.send_bytes, result.buffer->data(), layout.recv_bytes);
   EndPhase(r.names);
   return result;
@@ -234,7 +239,7 @@ OpResult HostCollectives::RunReducescatter(const Response& r, const OpSpec& spec
   OpResult result;
   result.shape = layout.shape;
   result.buffer = ResultBuffer(mine * element, r);
-  Phase(r.names, CollectiveName(r, backend).c_str());
+  Phase(r.names, PhaseName(r, backend).c_str());
   backend.ReduceScatter(input, result.buffer->data(), layout.counts, r.dtype, r.reduce_op);
   EndPhase(r.names);
   FinishReduction(result.buffer->data(), mine, r);

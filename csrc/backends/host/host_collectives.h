@@ -38,6 +38,7 @@ class HostCollectives : public Collectives {
   OpResult RunReducescatter(const Response& r, const OpSpec& spec);
   // Postscale, and Average's division by the world size.
   void FinishReduction(void* buffer, int64_t count, const Response& r);
+  std::string PhaseName(const Response& r, const Backend& backend) const;
   void Phase(const std::vector<std::string>& names, const char* phase);
   void EndPhase(const std::vector<std::string>& names);
 
