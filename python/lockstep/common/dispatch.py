@@ -271,7 +271,7 @@ class OpDispatcher:
     def _restart_names_if_idle(self):
         """After an op finished: with nothing left in flight, automatic names start over
         (see lockstep.common.naming)."""
-        if len(self._handles) == 0:
+        if self._handles.idle():
             self._namer.restart()
 
     def _name(self, kind, name, ps=0):

@@ -45,6 +45,11 @@ class HandleTable:
         with self._lock:
             return len(self._pending)
 
+    def idle(self):
+        """Whether no handle is outstanding; lock-free, for the per-op path (the answer
+        can be stale by the time it is used, with the lock as without it)."""
+        return not self._pending
+
     def _checked(self, handle):
         if isinstance(handle, bool) or not isinstance(handle, int):
             raise TypeError(f"handle must be an int returned by an *_async call, got {type(handle).__name__}")

@@ -12,7 +12,7 @@ try:  # bfloat16 arrays come from ml_dtypes; without it bfloat16 is simply unava
 except ImportError:  # pragma: no cover - ml_dtypes is a pinned requirement
     _BFLOAT16 = None
 
-_CORE_DTYPES = {
+CORE_DTYPES = {
     np.dtype(np.uint8): _core.DataType.UINT8,
     np.dtype(np.uint16): _core.DataType.UINT16,
     np.dtype(np.int8): _core.DataType.INT8,
@@ -25,9 +25,9 @@ _CORE_DTYPES = {
     np.dtype(np.bool_): _core.DataType.BOOL,
 }
 if _BFLOAT16 is not None:
-    _CORE_DTYPES[_BFLOAT16] = _core.DataType.BFLOAT16
+    CORE_DTYPES[_BFLOAT16] = _core.DataType.BFLOAT16
 
-SUPPORTED_DTYPE_NAMES = ", ".join(dtype.name for dtype in _CORE_DTYPES)
+SUPPORTED_DTYPE_NAMES = ", ".join(dtype.name for dtype in CORE_DTYPES)
 
 
 def as_array(tensor, what="tensor"):
@@ -49,7 +49,7 @@ def as_array(tensor, what="tensor"):
 
 def core_dtype(dtype, what="tensor"):
     try:
-        return _CORE_DTYPES[dtype]
+        return CORE_DTYPES[dtype]
     except KeyError:
         if dtype.isnative is False:
             detail = f"non-native byte order {dtype.str}"
@@ -63,7 +63,7 @@ buffer_address = _core.buffer_address
 
 def tensor_ref(array):
     """A TensorRef for an array already checked by as_array."""
-    return TensorRef(_core.buffer_address(array), _CORE_DTYPES[array.dtype], array.shape, array)
+    return TensorRef(_core.buffer_address(array), CORE_DTYPES[array.dtype], array.shape, array)
 
 
 def new_output_like(array):

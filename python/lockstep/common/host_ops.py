@@ -12,6 +12,7 @@ import numpy as np
 from lockstep.common import basics, validation
 from lockstep.common.dispatch import Scaling
 from lockstep.common.host_arrays import (
+    CORE_DTYPES,
     array_from_result,
     as_array,
     buffer_address,
@@ -54,6 +55,21 @@ def allreduce(
     process_set=global_process_set,
 ):
     """Reduce `tensor` across ranks (Average by default) and return the result."""
+    plain = _plain_dtype(tensor) if compression is None and average is None else None
+    if plain is not None:  # the common case, without the general path's wrappers
+        output = np.empty(tensor.shape, dtype=tensor.dtype)
+        DISPATCHER.run_allreduce(
+            plain,
+            tensor.shape,
+            buffer_address(tensor),
+            buffer_address(output),
+            Average if op is None else op,
+            prescale_factor,
+            postscale_factor,
+            name,
+            ps=process_set_id(process_set),
+        )
+        return output
     op, sent, output, finish = _prepare_allreduce(tensor, average, compression, op)
     DISPATCHER.run_allreduce(
         core_dtype(sent.dtype),
@@ -90,6 +106,21 @@ def allreduce_(
     tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set
 ):
     """Reduce `tensor` across ranks in place and return it."""
+    plain = _plain_dtype(tensor) if average is None else None
+    if plain is not None and tensor.flags.writeable:  # the common case, without the wrappers
+        address = buffer_address(tensor)
+        DISPATCHER.run_allreduce(
+            plain,
+            tensor.shape,
+            address,
+            address,
+            Average if op is None else op,
+            prescale_factor,
+            postscale_factor,
+            name,
+            ps=process_set_id(process_set),
+        )
+        return tensor
     target = _writable(tensor)
     array = as_array(target)
     address = buffer_address(array)
@@ -105,6 +136,14 @@ def allreduce_(
         ps=process_set_id(process_set),
     )
     return _copy_back(target, array)
+
+
+def _plain_dtype(tensor):
+    """The core dtype of a C-contiguous ndarray of a supported dtype, else None (the
+    general path then converts, copies or raises)."""
+    if tensor.__class__ is not np.ndarray or not tensor.flags.c_contiguous:
+        return None
+    return CORE_DTYPES.get(tensor.dtype)
 
 
 def _writable(tensor):
