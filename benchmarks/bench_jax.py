@@ -4,13 +4,15 @@
 
 1. Allreduce (float32 Sum) latency and bus bandwidth of one jitted call, against
    raw MPI_Allreduce through mpi4py on the same host buffer, and mpi4jax's
-   allreduce inside jit when mpi4jax is installed.
+   allreduce inside jit when mpi4jax is installed. At 4 B also a jitted no-op on
+   the same input: what a jitted call costs without any collective.
 2. A jitted MLP training step (value_and_grad + optax SGD) whose gradients are
    averaged by hvd.DistributedOptimizer (one call, and 4 MiB buckets), against
    the same step reducing each gradient with its own call (lockstep, and mpi4jax if
    present), and without communication.
-Variants alternate round by round, in a different order each round; each time is
-the slowest rank's, and the median over rounds is reported. Prints a Markdown table; with --out rank 0 also
+Variants alternate round by round, in a different order each round; each call is
+timed on every rank and counts as long as its slowest rank took; the median and p90
+over calls are reported. Prints a Markdown table; with --out rank 0 also
 writes the numbers as JSON (what `make bench` collects).
 """
 
@@ -34,16 +36,25 @@ except ImportError:  # optional comparator
 COMM = MPI.COMM_WORLD
 DISTRIBUTED_OPTIMIZER = "lockstep DistributedOptimizer (one grouped call)"  # the variant the target is about
 SIZES = (4, 64 << 10, 1 << 20, 16 << 20, 64 << 20)
+LATENCY_SIZE = 4
+# The variant names the latency target compares (summary.py reads them).
+LOCKSTEP_JIT = "lockstep jit"
+NO_OP_JIT = "jitted no-op (same call, no allreduce)"
+MPI4JAX_JIT = "mpi4jax jit"
+RAW_MPI = "MPI_Allreduce (mpi4py, host)"
 
 
 def timed(fn, reps):
-    """Seconds per call of fn (which blocks), the slowest rank's."""
+    """Seconds of each of `reps` calls of fn (which blocks), the slowest rank's per call."""
     COMM.Barrier()
-    start = time.perf_counter()
-    for _ in range(reps):
+    local = np.empty(reps)
+    for index in range(reps):
+        start = time.perf_counter()
         fn()
-    elapsed = (time.perf_counter() - start) / reps
-    return COMM.allreduce(elapsed, op=MPI.MAX)
+        local[index] = time.perf_counter() - start
+    slowest = np.empty_like(local)
+    COMM.Allreduce(local, slowest, op=MPI.MAX)
+    return slowest
 
 
 def allreduce_variants(size_bytes):
@@ -52,12 +63,17 @@ def allreduce_variants(size_bytes):
     host, received = np.ones(count, np.float32), np.empty(count, np.float32)
     lockstep_jit = jax.jit(lambda v: hvd.allreduce(v, op=hvd.Sum, name=f"bench.{size_bytes}"))
     variants = {
-        "lockstep jit": lambda: lockstep_jit(x).block_until_ready(),
-        "MPI_Allreduce (mpi4py, host)": lambda: COMM.Allreduce(host, received, op=MPI.SUM),
+        LOCKSTEP_JIT: lambda: lockstep_jit(x).block_until_ready(),
+        RAW_MPI: lambda: COMM.Allreduce(host, received, op=MPI.SUM),
     }
     if mpi4jax is not None:
         m4j = jax.jit(lambda v: mpi4jax.allreduce(v, op=MPI.SUM, comm=COMM))
-        variants["mpi4jax jit"] = lambda: m4j(x).block_until_ready()
+        variants[MPI4JAX_JIT] = lambda: m4j(x).block_until_ready()
+    if size_bytes == LATENCY_SIZE:
+        # A new output from the same input, as the allreduce returns: the cost of the
+        # jitted call itself, which the latency target allows on top of raw MPI.
+        no_op = jax.jit(lambda v: v + 1)
+        variants[NO_OP_JIT] = lambda: no_op(x).block_until_ready()
     return variants
 
 
@@ -109,7 +125,7 @@ def training_variants():
 
 
 def interleaved(variants, rounds, reps):
-    """Median seconds per call of each variant. Every round runs the variants in a
+    """{variant: (median, p90) seconds per call}. Every round runs the variants in a
     different order (a permutation seeded by the round, the same on every rank), and
     each variant runs once untimed before its timed calls: on a loaded machine the
     variant that follows mpi4jax (whose ranks spin in sched_yield while they wait)
@@ -123,8 +139,8 @@ def interleaved(variants, rounds, reps):
         for position in np.random.default_rng(round_index).permutation(len(names)):
             name = names[position]
             variants[name]()
-            samples[name].append(timed(variants[name], reps))
-    return {name: float(np.median(s)) for name, s in samples.items()}
+            samples[name].extend(timed(variants[name], reps))
+    return {name: (float(np.median(s)), float(np.percentile(s, 90))) for name, s in samples.items()}
 
 
 def main():
@@ -150,11 +166,11 @@ def main():
     for size_bytes in SIZES:
         big = size_bytes >= 16 << 20
         rounds, reps = (3, 2) if args.quick else ((5, 3) if big else (7, 50))
-        for name, seconds in interleaved(allreduce_variants(size_bytes), rounds, reps).items():
+        for name, (seconds, p90) in interleaved(allreduce_variants(size_bytes), rounds, reps).items():
             busbw = size_bytes * 2 * (n - 1) / n / seconds / 1e9
             lines.append(f"| {size_bytes} B | {name} | {seconds * 1e6:.1f} us | {busbw:.2f} |")
             result["allreduce"].append(
-                {"size_bytes": size_bytes, "variant": name, "seconds": seconds, "busbw_GBps": busbw}
+                {"size_bytes": size_bytes, "variant": name, "seconds": seconds, "p90_s": p90, "busbw_GBps": busbw}
             )
     variants, grad_bytes = training_variants()
     rounds, reps = (3, 2) if args.quick else (15, 10)
@@ -165,7 +181,7 @@ def main():
         "| variant | ms per step |",
         "|---|---|",
     ]
-    for name, seconds in interleaved(variants, rounds, reps).items():
+    for name, (seconds, _p90) in interleaved(variants, rounds, reps).items():
         lines.append(f"| {name} | {seconds * 1e3:.2f} |")
         result["training"].append({"variant": name, "seconds": seconds, "gradient_bytes": grad_bytes})
     if hvd.rank() == 0:

@@ -2,21 +2,13 @@
 
 import summary
 from report_negotiation import negotiation_section
-from summary import MIB, find_row, setting_label, variants
+from summary import MIB, find_row, setting_label, size_label, variants
 
 
 def markdown_table(headers, rows):
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)
-
-
-def size_label(size_bytes):
-    if size_bytes >= MIB:
-        return f"{size_bytes // MIB} MiB"
-    if size_bytes >= 1024:
-        return f"{size_bytes // 1024} KiB"
-    return f"{size_bytes} B"
 
 
 def latency_section(latency):
@@ -39,12 +31,52 @@ def latency_section(latency):
     )
 
 
-def bandwidth_section(bandwidth):
-    rows = bandwidth["rows"]
-    names = variants(rows)
-    sizes = sorted({row["size_bytes"] for row in rows})
+def _oversubscribed(ranks, cores):
+    return f" (oversubscribed: more ranks than the {cores} cores)" if cores and ranks > cores else ""
+
+
+def idle_section(runs):
+    """The background thread while every rank sleeps, after the latency job's ops
+    (at 3 ranks a job of its own that only warms up first)."""
     table = []
-    for size in sizes:
+    for ranks, run in runs.items():
+        idle = run.get("idle")
+        if not idle or None in idle["core_fraction"]:
+            continue
+        table.append(
+            [
+                ranks,
+                f"{idle['seconds']:g}",
+                ", ".join(f"{fraction * 100:.2f}%" for fraction in idle["core_fraction"]),
+                ", ".join(f"{wakeups:.0f}" for wakeups in idle["wakeups_per_s"]),
+            ]
+        )
+    if not table:
+        return None
+    return (
+        "### 1b. Background thread while idle (`lockstep-bg`, from the kernel's scheduler statistics, "
+        "while every rank sleeps after its ops; the 3-rank job oversubscribes a 2-core machine)\n\n"
+        + markdown_table(
+            ["ranks", "seconds asleep", "share of a core, per rank", "wake-ups per second, per rank"], table
+        )
+    )
+
+
+def bandwidth_section(runs, cores):
+    """One table per rank count (2, and 3 by default; 3 ranks oversubscribe 2 cores)."""
+    parts = [
+        "### 2. Bandwidth: busbw in GB/s (algbw x 2(n-1)/n), median op of the slowest rank; "
+        "(x MPI_Allreduce in the same run)"
+    ]
+    for ranks, run in runs.items():
+        parts.append(f"{ranks} ranks{_oversubscribed(ranks, cores)}:\n\n" + _bandwidth_table(run["rows"]))
+    return "\n\n".join(parts)
+
+
+def _bandwidth_table(rows):
+    names = variants(rows)
+    table = []
+    for size in sorted({row["size_bytes"] for row in rows}):
         mpi = find_row(rows, summary.MPI_VARIANT, size_bytes=size)
         cells = [size_label(size)]
         for name in names:
@@ -52,10 +84,7 @@ def bandwidth_section(bandwidth):
             ratio = f" ({row['busbw_GBps'] / mpi['busbw_GBps']:.2f}x)" if mpi and name != mpi["variant"] else ""
             cells.append(f"{row['busbw_GBps']:.2f}{ratio}")
         table.append(cells)
-    return (
-        "### 2. Bandwidth: busbw in GB/s (= algbw at 2 ranks), median op of the slowest rank; "
-        "(x MPI_Allreduce in the same run)\n\n" + markdown_table(["size", *names], table)
-    )
+    return markdown_table(["size", *names], table)
 
 
 def gradient_section(gradient):
@@ -166,48 +195,41 @@ def shm_section(shm):
 
 def jax_section(jax_result):
     rows = jax_result["allreduce"]
-    variants = list(dict.fromkeys(row["variant"] for row in rows))
+    names = variants(rows)
     table = []
     for size in sorted({row["size_bytes"] for row in rows}):
         found = {row["variant"]: row for row in rows if row["size_bytes"] == size}
-        table.append(
-            [size_label(size)]
-            + [f"{found[v]['seconds'] * 1e6:.1f} us / {found[v]['busbw_GBps']:.2f}" for v in variants]
-        )
+        table.append([size_label(size)] + [_jax_cell(found.get(name)) for name in names])
     steps = [[row["variant"], f"{row['seconds'] * 1e3:.2f}"] for row in jax_result["training"]]
-    lines = [
-        f"### 7. JAX inside `jax.jit` (float32 Sum; time per call / busbw GB/s; mpi4jax "
-        f"{jax_result['mpi4jax'] or 'not installed'})\n",
-        markdown_table(["size", *variants], table),
-        "",
-        "Jitted MLP training step (value_and_grad + SGD), gradients averaged over ranks:\n",
-        markdown_table(["variant", "ms per step"], steps),
-    ]
-    verdicts = _jax_targets(jax_result)
-    if verdicts:
-        lines += ["", *verdicts]
-    return "\n".join(lines)
+    return "\n".join(
+        [
+            f"### 7. JAX inside `jax.jit` (float32 Sum; median time per call, p90 in brackets / busbw GB/s; "
+            f"mpi4jax {jax_result['mpi4jax'] or 'not installed'}; targets at the end)\n",
+            markdown_table(["size", *names], table),
+            "",
+            "Jitted MLP training step (value_and_grad + SGD), gradients averaged over ranks:\n",
+            markdown_table(["variant", "ms per step"], steps),
+        ]
+    )
 
 
-def _jax_targets(jax_result):
-    """The issue's targets against mpi4jax, when it was measured."""
-    if not jax_result["mpi4jax"]:
-        return []
-    by_key = {(row["size_bytes"], row["variant"]): row for row in jax_result["allreduce"]}
-    ratios = [
-        by_key[(size, "lockstep jit")]["busbw_GBps"] / by_key[(size, "mpi4jax jit")]["busbw_GBps"]
-        for size in sorted({size for size, _ in by_key})
-        if size >= 16 << 20
+def _jax_cell(row):
+    if row is None:
+        return "-"
+    p90 = f" ({row['p90_s'] * 1e6:.1f})" if "p90_s" in row else ""
+    return f"{row['seconds'] * 1e6:.1f}{p90} us / {row['busbw_GBps']:.2f}"
+
+
+def tensorflow_section(tensorflow):
+    table = [
+        [label, f"{row['median_s'] * 1e6:.1f}", f"{row['p90_s'] * 1e6:.1f}"]
+        for label, row in tensorflow["results"].items()
     ]
-    steps = {row["variant"]: row["seconds"] for row in jax_result["training"]}
-    ours = steps["lockstep DistributedOptimizer (one grouped call)"]
-    theirs = steps["mpi4jax, one allreduce per gradient"]
-    return [
-        f"- busbw from 16 MiB at least 0.95x mpi4jax: {min(ratios):.2f}x at worst "
-        f"({'held' if min(ratios) >= 0.95 else 'missed'})",
-        f"- training step faster than mpi4jax's per-gradient allreduce: {ours * 1e3:.2f} vs "
-        f"{theirs * 1e3:.2f} ms ({'held' if ours < theirs else 'missed'})",
-    ]
+    return (
+        "### 10. TensorFlow: lockstep.tensorflow eagerly and inside `tf.function`, with a no-op tf.function, "
+        "raw MPI_Allreduce and the torch frontend in the same job (us, slowest rank)\n\n"
+        + markdown_table(["variant", "median", "p90"], table)
+    )
 
 
 def autotune_section(autotune):
@@ -267,6 +289,8 @@ def _latency_cell(latency):
     if not latency:
         return "-"
     rows = [row for row in latency["rows"] if row["size_bytes"] == 4]
+    if not rows:  # an idle-only run
+        return "-"
     return ", ".join(f"{row['variant']} {row['median_s'] * 1e6:.1f}" for row in rows)
 
 
@@ -300,8 +324,11 @@ def _gradient_cell(gradient):
 
 def targets_section(results):
     checks = summary.targets(results)
-    table = [[check["target"], check["measured"], _held_label(check["held"])] for check in checks]
-    return "### Targets (2 ranks)\n\n" + markdown_table(["target", "measured", "held"], table)
+    table = [[check["target"], check["measured"], check["comparator"], _held_label(check["held"])] for check in checks]
+    return (
+        "### Targets (issue 23; 2 ranks where a row names no count; every comparator measured in the same job)\n\n"
+        + markdown_table(["target", "measured", "comparator", "held"], table)
+    )
 
 
 SECTIONS = (
@@ -314,7 +341,24 @@ SECTIONS = (
     ("jax", jax_section),
     ("autotune", autotune_section),
     ("negotiation", negotiation_section),
+    ("tensorflow", tensorflow_section),
 )
+
+
+def _sections(results):
+    """(benchmark, Markdown) for every section whose benchmark ran, in report order."""
+    cores = results["meta"].get("cores")
+    for key, section in SECTIONS:
+        if key not in results:
+            continue
+        if key == "bandwidth":  # every rank count it ran at, not only the main one
+            yield key, section(summary.runs_by_ranks(results, key), cores)
+        else:
+            yield key, section(results[key])
+        if key == "latency":
+            idle = idle_section(summary.runs_by_ranks(results, key))
+            if idle:
+                yield "idle", idle
 
 
 def render(results, plot_links=None):
@@ -326,12 +370,12 @@ def render(results, plot_links=None):
         f"Load average {meta['load_before']} before, {meta['load_after']} after: other work on the machine "
         "adds noise, which is why every comparator runs interleaved with lockstep in the same job.",
     ]
-    for key, section in SECTIONS:
-        if key in results:
-            parts.append(section(results[key]))
-            if plot_links and key in plot_links:
-                parts.append(f"![{key}]({plot_links[key]})")
-    if "by_ranks" in results:
+    for key, markdown in _sections(results):
+        parts.append(markdown)
+        if plot_links and key in plot_links:
+            parts.append(f"![{key}]({plot_links[key]})")
+    # Only when --np asked for other counts: the extra 3-rank runs have sections of their own.
+    if "by_ranks" in results and meta.get("rank_counts", [2]) != [2]:
         parts.append(by_ranks_section(results["by_ranks"]))
     parts.append(targets_section(results))
     return "\n\n".join(parts) + "\n"

@@ -1,13 +1,15 @@
-"""`make bench`: run the nine benchmarks side by side with their comparators.
+"""`make bench`: run the ten benchmarks side by side with their comparators.
 
-Each benchmark is its own mpirun job (2 ranks; training also 1 rank, shm also 3,
-negotiation 2 to 64). The JSON of every job, a Markdown report and PNG plots go to results/<date-time>/ (and
+Each benchmark is its own mpirun job (2 ranks; training also 1 rank; bandwidth and
+shm also 3, and a short idle-only latency job at 3 for the background thread's idle
+target, 3 ranks oversubscribing a 2-core machine; negotiation 2 to 64). The JSON of
+every job, a Markdown report and PNG plots go to results/<date-time>/ (and
 results/latest points there); the report is printed at the end. A full run also
 refreshes the committed copies, benchmarks/RESULTS.md and benchmarks/plots/, that
 docs/PERFORMANCE.md shows.
 
-    .venv/bin/python benchmarks/run_all.py                  # everything, ~4 minutes
-    .venv/bin/python benchmarks/run_all.py --quick          # smoke test, ~1 minute
+    .venv/bin/python benchmarks/run_all.py                  # everything, several minutes
+    .venv/bin/python benchmarks/run_all.py --quick          # smoke test, ~4 minutes
     .venv/bin/python benchmarks/run_all.py --only latency bandwidth
     .venv/bin/python benchmarks/run_all.py --np 2 4 8      # also latency, bandwidth and
                                                            # gradient step at 4 and 8 ranks
@@ -30,11 +32,25 @@ import report
 from launcher import BENCH_DIR, REPO_ROOT, LaunchFailed
 
 MIB = 1 << 20
-BENCHMARKS = ("latency", "bandwidth", "gradient_step", "training", "memory", "shm", "jax", "autotune", "negotiation")
+BENCHMARKS = (
+    "latency",
+    "bandwidth",
+    "gradient_step",
+    "training",
+    "memory",
+    "shm",
+    "jax",
+    "autotune",
+    "negotiation",
+    "tensorflow",
+)
 # Default and autotuned launches alternate, spreading the machine's drift over both.
 AUTOTUNE_LAUNCHES = ("default", "autotune") * 3
 # Run at every rank count of --np (make bench NP="2 4 8"); the rest at their own counts.
 PER_RANK_COUNT = ("latency", "bandwidth", "gradient_step")
+# Counts run on top of --np: the targets want busbw and the idle background thread
+# at 3 ranks as well (latency's extra counts run only its idle measurement).
+EXTRA_RANKS = {"latency": (3,), "bandwidth": (3,)}
 # Alternating 1- and 2-rank launches spreads the machine's drift over both.
 TRAINING_RANKS = (1, 2, 1, 2, 1, 2)
 MEMORY_THRESHOLDS_MIB = (0, 1, 4, 16, 64, 128)
@@ -75,6 +91,7 @@ class Runner:
         self.real_data = args.real_data
         self.timeline = args.timeline
         self.failures = []
+        self.rank_counts = args.np
         self.ranks = 2  # the rank count of latency, bandwidth and gradient_step
 
     def launch(self, label, script, ranks, out_name, args=(), settings=None):
@@ -91,11 +108,15 @@ class Runner:
         return result
 
     def latency(self):
-        return self.launch(f"1/8 latency, {self.ranks} ranks", "bench_latency.py", self.ranks, self._json("latency"))
+        if self.ranks not in self.rank_counts:  # an extra count: the idle measurement only
+            label, args = f"1/10 background thread while idle, {self.ranks} ranks", ["--idle-only"]
+        else:
+            label, args = f"1/10 latency, then the background thread while idle, {self.ranks} ranks", []
+        return self.launch(label, "bench_latency.py", self.ranks, self._json("latency"), args)
 
     def bandwidth(self):
         return self.launch(
-            f"2/8 bandwidth, {self.ranks} ranks", "bench_bandwidth.py", self.ranks, self._json("bandwidth")
+            f"2/10 bandwidth, {self.ranks} ranks", "bench_bandwidth.py", self.ranks, self._json("bandwidth")
         )
 
     def _json(self, key):
@@ -107,7 +128,7 @@ class Runner:
             path = os.path.join(self.results_dir, "timeline_gradient_step.json")
             settings = {"LOCKSTEP_TIMELINE": path, "LOCKSTEP_TIMELINE_MARK_CYCLES": "1"}
         return self.launch(
-            f"3/8 ResNet-50 gradient step, {self.ranks} ranks",
+            f"3/10 ResNet-50 gradient step, {self.ranks} ranks",
             "bench_gradient_step.py",
             self.ranks,
             self._json("gradient_step"),
@@ -119,7 +140,7 @@ class Runner:
         ranks_list = TRAINING_RANKS[:2] if self.quick else TRAINING_RANKS
         launches = []
         for index, ranks in enumerate(ranks_list):
-            label = f"4/8 training throughput, {ranks} rank(s), launch {index + 1} of {len(ranks_list)}"
+            label = f"4/10 training throughput, {ranks} rank(s), launch {index + 1} of {len(ranks_list)}"
             result = self.launch(label, "bench_training.py", ranks, f"training_{index}_{ranks}ranks.json", data)
             if result is not None:
                 launches.append(result)
@@ -130,7 +151,7 @@ class Runner:
         for settings in memory_settings(self.quick):
             described = ", ".join(f"{name}={value}" for name, value in settings.items())
             name = "memory_" + "_".join(f"{key.split('_')[-1].lower()}{value}" for key, value in settings.items())
-            result = self.launch(f"5/8 memory, {described}", "bench_memory.py", 2, f"{name}.json", settings=settings)
+            result = self.launch(f"5/10 memory, {described}", "bench_memory.py", 2, f"{name}.json", settings=settings)
             if result is not None:
                 rows += result["rows"]
         return {"rows": rows} if rows else None
@@ -139,7 +160,7 @@ class Runner:
         rows = []
         for ranks in SHM_RANKS:
             result = self.launch(
-                f"6/8 shared-memory allreduce vs MPI path, {ranks} ranks",
+                f"6/10 shared-memory allreduce vs MPI path, {ranks} ranks",
                 "bench_shm.py",
                 ranks,
                 f"shm_{ranks}ranks.json",
@@ -151,10 +172,10 @@ class Runner:
     def jax(self):
         # Skipped (not failed) where JAX is not installed: it is an optional frontend.
         if importlib.util.find_spec("jax") is None:
-            print("7/8 JAX inside jit: skipped, jax is not installed", flush=True)
+            print("7/10 JAX inside jit: skipped, jax is not installed", flush=True)
             return None
         return self.launch(
-            "7/8 JAX collectives and training step inside jit vs mpi4jax, 2 ranks", "bench_jax.py", 2, "jax.json"
+            "7/10 JAX collectives and training step inside jit vs mpi4jax, 2 ranks", "bench_jax.py", 2, "jax.json"
         )
 
     def autotune(self):
@@ -166,7 +187,7 @@ class Runner:
                 log = os.path.join(self.results_dir, f"autotune_{index}.csv")
                 settings = {"LOCKSTEP_AUTOTUNE": "1", "LOCKSTEP_AUTOTUNE_LOG": log}
             result = self.launch(
-                f"8/8 gradient step, {mode} settings, launch {index + 1} of {len(modes)}",
+                f"8/10 gradient step, {mode} settings, launch {index + 1} of {len(modes)}",
                 "bench_autotune.py",
                 2,
                 f"autotune_{index}_{mode}.json",
@@ -180,11 +201,26 @@ class Runner:
         rows = []
         for ranks in NEGOTIATION_RANKS[:3] if self.quick else NEGOTIATION_RANKS:
             result = self.launch(
-                f"9/9 negotiation cycle, {ranks} ranks", "bench_negotiation.py", ranks, f"negotiation_{ranks}ranks.json"
+                f"9/10 negotiation cycle, {ranks} ranks",
+                "bench_negotiation.py",
+                ranks,
+                f"negotiation_{ranks}ranks.json",
             )
             if result is not None:
                 rows += [dict(row, ranks=ranks, oversubscribed=result["oversubscribed"]) for row in result["rows"]]
         return {"rows": rows} if rows else None
+
+    def tensorflow(self):
+        # Skipped (not failed) where TensorFlow is not installed: it is an optional frontend.
+        if importlib.util.find_spec("tensorflow") is None:
+            print("10/10 TensorFlow: skipped, tensorflow is not installed", flush=True)
+            return None
+        return self.launch(
+            "10/10 TensorFlow eager and inside tf.function vs a no-op tf.function and raw MPI, 2 ranks",
+            "bench_tensorflow.py",
+            2,
+            "tensorflow.json",
+        )
 
 
 def read_autotune_log(path):
@@ -224,12 +260,12 @@ def machine_description():
 
 def run_benchmarks(runner, keys, rank_counts):
     """{benchmark: result} for the 2-rank runs (or the first count where 2 is not
-    asked for), plus "by_ranks": {count: {benchmark: result}} for every count."""
+    asked for), plus "by_ranks": {count: {benchmark: result}} for every count of the
+    benchmarks that ran at more than one."""
     results, by_ranks = {}, {}
     main_count = 2 if 2 in rank_counts else rank_counts[0]
     for key in keys:
-        counts = rank_counts if key in PER_RANK_COUNT else [None]
-        for count in counts:
+        for count in _counts(key, rank_counts):
             runner.ranks = count or 2
             result = getattr(runner, key)()
             if result is None:
@@ -238,9 +274,16 @@ def run_benchmarks(runner, keys, rank_counts):
                 results[key] = result
             if count is not None:
                 by_ranks.setdefault(count, {})[key] = result
-    if len(rank_counts) > 1 or rank_counts != [2]:
+    if set(by_ranks) - {2}:
         results["by_ranks"] = by_ranks
     return results
+
+
+def _counts(key, rank_counts):
+    """The rank counts `key` runs at; [None] for a benchmark with its own counts."""
+    if key not in PER_RANK_COUNT:
+        return [None]
+    return [*rank_counts, *(count for count in EXTRA_RANKS.get(key, ()) if count not in rank_counts)]
 
 
 def load_average():

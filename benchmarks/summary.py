@@ -17,12 +17,27 @@ SYNC_ONLY = "per-step sync only"
 SHM_VARIANT = "lockstep, shared memory"
 SHM_MPI_PATH = "lockstep, MPI"
 SHM_AUTO_MIN_RANKS = 3  # LOCKSTEP_SHM_ALLREDUCE=auto, the default
-# The issue's targets (2 ranks on the 2-core machine).
-LATENCY_TARGET_S = 30e-6
+# The targets of issue 23, each against a comparator measured in the same job.
+LATENCY_SIZE = 4
+LATENCY_MEDIAN_RATIO = 3.0  # median at most 3x the comparator's median
+LATENCY_P90_RATIO = 5.0  # p90 at most 5x the comparator's p90
 BUSBW_TARGET_RATIO = 0.95
-LARGE_SIZES = tuple(size * MIB for size in (16, 64, 256))
-SCALING_TARGET = 0.95
-BACKGROUND_THREAD_TARGET = 0.05  # of one core
+BUSBW_MIN_SIZE = 64 << 10  # every size from 64 KiB up (to 256 MiB, the largest measured)
+BUSBW_TARGET_RANKS = (2, 3)
+TRAINING_COMPARATORS = (SYNC_ONLY, "torch DDP (gloo)")
+BACKGROUND_THREAD_TARGET = 0.05  # of one core, while training
+IDLE_THREAD_TARGET = 0.01  # of one core, while idle
+# Variant names written by bench_tensorflow.py and bench_jax.py.
+TF_ALLREDUCE = "tf.function 4 B allreduce"
+TF_NO_OP = "tf.function 4 B no-op (same function, no allreduce)"
+TF_RAW_MPI = "MPI_Allreduce (mpi4py) 4 B"
+JAX_ALLREDUCE = "lockstep jit"
+JAX_NO_OP = "jitted no-op (same call, no allreduce)"
+JAX_MPI4JAX = "mpi4jax jit"
+JAX_RAW_MPI = "MPI_Allreduce (mpi4py, host)"
+JAX_STEP = "lockstep DistributedOptimizer (one grouped call)"
+JAX_MPI4JAX_STEP = "mpi4jax, one allreduce per gradient"
+JAX_LARGE_SIZE = 16 * MIB
 MEMORY_CONSTANT_BYTES = 16 * MIB  # "a small constant": allocator slack, MPI's own buffers
 DEFAULT_FUSION_THRESHOLD = 128 * MIB
 
@@ -75,6 +90,14 @@ def memory_limit(row):
     return threshold + MEMORY_CONSTANT_BYTES
 
 
+def size_label(size_bytes):
+    if size_bytes >= MIB:
+        return f"{size_bytes // MIB} MiB"
+    if size_bytes >= 1024:
+        return f"{size_bytes // 1024} KiB"
+    return f"{size_bytes} B"
+
+
 def setting_label(value, default_label="default"):
     if value is None:
         return default_label
@@ -83,13 +106,27 @@ def setting_label(value, default_label="default"):
     return f"{value / MIB:g} MiB"
 
 
+def runs_by_ranks(results, key):
+    """{rank count: result} of every run of `key`: the main one and, under
+    "by_ranks", those at other counts (--np, and the extra counts make bench adds)."""
+    runs = {int(count): found[key] for count, found in results.get("by_ranks", {}).items() if key in found}
+    if key in results:
+        runs.setdefault(results[key]["ranks"], results[key])
+    return dict(sorted(runs.items()))
+
+
 def targets(results):
-    """[{"target", "measured", "held"}] for every target whose benchmark ran."""
+    """[{"target", "measured", "comparator", "held"}] for every target whose benchmark
+    ran; "held" is None for rows shown for context only."""
     checks = []
     if "latency" in results:
         checks += _latency_targets(results["latency"]["rows"])
-    if "bandwidth" in results:
-        checks += _bandwidth_targets(results["bandwidth"]["rows"])
+    checks += _idle_thread_targets(runs_by_ranks(results, "latency"))
+    checks += _bandwidth_targets(runs_by_ranks(results, "bandwidth"))
+    if "tensorflow" in results:
+        checks += _tensorflow_targets(results["tensorflow"]["results"])
+    if "jax" in results:
+        checks += _jax_targets(results["jax"])
     if "gradient_step" in results:
         checks += _gradient_targets(results["gradient_step"]["rows"])
     if "training" in results:
@@ -108,36 +145,139 @@ def _lockstep_variants(rows):
     return [name for name in variants(rows) if name.startswith(LOCKSTEP_PREFIX)]
 
 
+def _us(seconds):
+    return f"{seconds * 1e6:.1f} us"
+
+
+def _latency_row(label, statistic, measured, comparator, comparator_name, base=None, judged=True):
+    """One small-op row: `measured` <= `base` + ratio x `comparator` (seconds), the
+    ratio being 3 for the median and 5 for the p90. `base` is what a tf.function or
+    jitted call costs by itself, without a collective (None for numpy and torch)."""
+    ratio = LATENCY_MEDIAN_RATIO if statistic == "median" else LATENCY_P90_RATIO
+    limit = (base or 0.0) + ratio * comparator
+    if base is None:
+        target = f"{ratio:g}x {comparator_name}"
+        measured_text = f"{_us(measured)} ({measured / comparator:.1f}x)"
+        comparator_text = f"{comparator_name} {_us(comparator)} (limit {_us(limit)})"
+    else:
+        target = f"no-op call + {ratio:g}x {comparator_name}"
+        measured_text = _us(measured)
+        comparator_text = f"no-op {_us(base)} + {ratio:g} x {comparator_name} {_us(comparator)} = {_us(limit)}"
+    return {
+        "target": f"4 B allreduce {statistic} <= {target} ({label})",
+        "measured": measured_text,
+        "comparator": comparator_text,
+        "held": measured <= limit if judged else None,
+    }
+
+
+def _latency_pair(label, ours, comparator, comparator_name, base=None, judged=True):
+    """Median and p90 rows; `ours`, `comparator` and `base` are {"median_s", "p90_s"}."""
+    return [
+        _latency_row(
+            label,
+            statistic,
+            ours[f"{statistic}_s"],
+            comparator[f"{statistic}_s"],
+            comparator_name,
+            None if base is None else base[f"{statistic}_s"],
+            judged,
+        )
+        for statistic in ("median", "p90")
+    ]
+
+
 def _latency_targets(rows):
+    mpi = find_row(rows, MPI_VARIANT, size_bytes=LATENCY_SIZE)
     checks = []
     for name in _lockstep_variants(rows):
-        row = find_row(rows, name, size_bytes=4)
-        checks.append(
-            {
-                "target": f"4 B allreduce median <= 30 us ({name})",
-                "measured": f"{row['median_s'] * 1e6:.1f} us (p90 {row['p90_s'] * 1e6:.1f} us; "
-                f"quietest round {row['best_round_median_s'] * 1e6:.1f} us)",
-                "held": row["median_s"] <= LATENCY_TARGET_S,
-            }
-        )
+        checks += _latency_pair(name, find_row(rows, name, size_bytes=LATENCY_SIZE), mpi, "raw MPI_Allreduce")
     return checks
 
 
-def _bandwidth_targets(rows):
+def _tensorflow_targets(found):
+    """Calling a tf.function costs something without any collective; the target
+    allows that (the same run's no-op tf.function) on top of 3x / 5x raw MPI."""
+    if not {TF_ALLREDUCE, TF_NO_OP, TF_RAW_MPI} <= set(found):
+        return []
+    return _latency_pair(
+        "inside tf.function", found[TF_ALLREDUCE], found[TF_RAW_MPI], "raw MPI_Allreduce", base=found[TF_NO_OP]
+    )
+
+
+def _jax_targets(jax_result):
+    """The 4 B allreduce inside jax.jit against mpi4jax inside jit when it ran (no
+    allowance needed: it pays the same jitted call), else against the jitted no-op
+    plus raw MPI; with mpi4jax the latter is shown for context. Then busbw from 16 MiB
+    and the jitted training step against mpi4jax."""
+    rows = [dict(row, median_s=row["seconds"]) for row in jax_result["allreduce"] if "p90_s" in row]
+    small = {row["variant"]: row for row in rows if row["size_bytes"] == LATENCY_SIZE}
     checks = []
-    for name in _lockstep_variants(rows):
-        ratios = []
-        for size in LARGE_SIZES:
-            ours, mpi = find_row(rows, name, size_bytes=size), find_row(rows, MPI_VARIANT, size_bytes=size)
-            if ours and mpi:
-                ratios.append((size, ours["busbw_GBps"] / mpi["busbw_GBps"]))
-        checks.append(
-            {
-                "target": f"busbw >= 0.95x MPI_Allreduce at 16-256 MiB ({name})",
-                "measured": ", ".join(f"{size // MIB} MiB {ratio:.2f}x" for size, ratio in ratios),
-                "held": all(ratio >= BUSBW_TARGET_RATIO for _, ratio in ratios),
-            }
+    if JAX_ALLREDUCE in small and JAX_MPI4JAX in small:
+        checks += _latency_pair("inside jax.jit", small[JAX_ALLREDUCE], small[JAX_MPI4JAX], "mpi4jax")
+    if {JAX_ALLREDUCE, JAX_NO_OP, JAX_RAW_MPI} <= set(small):
+        checks += _latency_pair(
+            "inside jax.jit",
+            small[JAX_ALLREDUCE],
+            small[JAX_RAW_MPI],
+            "raw MPI_Allreduce",
+            base=small[JAX_NO_OP],
+            judged=JAX_MPI4JAX not in small,
         )
+    if jax_result["mpi4jax"]:
+        checks += _jax_mpi4jax_targets(jax_result)
+    return checks
+
+
+def _jax_mpi4jax_targets(jax_result):
+    by_key = {(row["size_bytes"], row["variant"]): row for row in jax_result["allreduce"]}
+    sizes = sorted({size for size, _ in by_key if size >= JAX_LARGE_SIZE})
+    ratios = [by_key[(size, JAX_ALLREDUCE)]["busbw_GBps"] / by_key[(size, JAX_MPI4JAX)]["busbw_GBps"] for size in sizes]
+    steps = {row["variant"]: row["seconds"] for row in jax_result["training"]}
+    ours, theirs = steps[JAX_STEP], steps[JAX_MPI4JAX_STEP]
+    return [
+        {
+            "target": f"busbw >= {BUSBW_TARGET_RATIO}x mpi4jax from 16 MiB (inside jax.jit)",
+            "measured": ", ".join(f"{size // MIB} MiB {ratio:.2f}x" for size, ratio in zip(sizes, ratios)),
+            "comparator": "mpi4jax jit",
+            "held": min(ratios) >= BUSBW_TARGET_RATIO,
+        },
+        {
+            "target": "jitted MLP step faster than mpi4jax's allreduce per gradient (DistributedOptimizer)",
+            "measured": f"{ours * 1e3:.2f} ms",
+            "comparator": f"{theirs * 1e3:.2f} ms",
+            "held": ours < theirs,
+        },
+    ]
+
+
+def _bandwidth_targets(runs):
+    """busbw against raw MPI at every size from 64 KiB, one row per variant and rank
+    count (2 and 3; at 3 the ranks oversubscribe a 2-core machine)."""
+    checks = []
+    for ranks, run in runs.items():
+        if ranks not in BUSBW_TARGET_RANKS:
+            continue
+        rows = run["rows"]
+        sizes = sorted({row["size_bytes"] for row in rows if row["size_bytes"] >= BUSBW_MIN_SIZE})
+        for name in _lockstep_variants(rows):
+            pairs = [
+                (find_row(rows, name, size_bytes=size), find_row(rows, MPI_VARIANT, size_bytes=size)) for size in sizes
+            ]
+            ratios = [ours["busbw_GBps"] / mpi["busbw_GBps"] for ours, mpi in pairs]
+            worst = min(range(len(ratios)), key=ratios.__getitem__)
+            checks.append(
+                {
+                    "target": f"busbw >= {BUSBW_TARGET_RATIO}x raw MPI_Allreduce at every size "
+                    f"{size_label(sizes[0])}-{size_label(sizes[-1])}, {ranks} ranks ({name})",
+                    "measured": f"worst {size_label(sizes[worst])} {ratios[worst]:.2f}x; "
+                    + ", ".join(f"{size_label(size)} {ratio:.2f}x" for size, ratio in zip(sizes, ratios)),
+                    "comparator": "raw MPI "
+                    + ", ".join(f"{size_label(size)} {mpi['busbw_GBps']:.2f}" for size, (_, mpi) in zip(sizes, pairs))
+                    + " GB/s",
+                    "held": min(ratios) >= BUSBW_TARGET_RATIO,
+                }
+            )
     return checks
 
 
@@ -154,8 +294,8 @@ def _gradient_targets(rows):
             {
                 "target": f"gradient step steady state <= fastest raw MPI ({name})"
                 + ("" if in_place else "; fresh outputs, context only"),
-                "measured": f"{row['median_s'] * 1e3:.1f} ms vs {fastest['variant']} "
-                f"{fastest['median_s'] * 1e3:.1f} ms",
+                "measured": f"{row['median_s'] * 1e3:.1f} ms",
+                "comparator": f"{fastest['variant']} {fastest['median_s'] * 1e3:.1f} ms",
                 "held": row["median_s"] <= fastest["median_s"] if in_place else None,
             }
         )
@@ -163,19 +303,28 @@ def _gradient_targets(rows):
 
 
 def _training_targets(summary):
+    """DistributedOptimizer's scaling 1 -> 2 ranks against each comparator's in the
+    same launches: on jittery cores no synchronous step scales better than a bare
+    per-step sync, so the target is relative, not a fixed efficiency."""
     numbers = summary.get(TRAINING_VARIANT, {})
     if "efficiency" not in numbers:
         return []
-    ceiling = summary.get(SYNC_ONLY, {}).get("efficiency")
-    ceiling_text = f"; per-step sync alone {ceiling:.2f}" if ceiling is not None else ""
-    return [
-        {
-            "target": "training scaling efficiency >= 0.95 (DistributedOptimizer)",
-            "measured": f"{numbers['efficiency']:.2f} ({numbers[1]:.0f} -> {numbers[2]:.0f} samples/s; "
-            f"fastest blocks {numbers['efficiency_best']:.2f}{ceiling_text})",
-            "held": numbers["efficiency"] >= SCALING_TARGET,
-        }
-    ]
+    checks = []
+    for comparator in TRAINING_COMPARATORS:
+        theirs = summary.get(comparator, {})
+        if "efficiency" not in theirs:
+            continue
+        checks.append(
+            {
+                "target": f"training scaling efficiency >= {comparator}'s (DistributedOptimizer)",
+                "measured": f"{numbers['efficiency']:.2f} ({numbers[1]:.0f} -> {numbers[2]:.0f} samples/s; "
+                f"fastest blocks {numbers['efficiency_best']:.2f})",
+                "comparator": f"{theirs['efficiency']:.2f} ({theirs[1]:.0f} -> {theirs[2]:.0f} samples/s; "
+                f"fastest blocks {theirs['efficiency_best']:.2f})",
+                "held": numbers["efficiency"] >= theirs["efficiency"],
+            }
+        )
+    return checks
 
 
 def background_thread_use(training):
@@ -205,9 +354,39 @@ def _background_thread_targets(training):
         {
             "target": "background thread <= 5% of a core while training (2 ranks)",
             "measured": f"{fraction * 100:.1f}% of a core, {wakeups:.0f} wake-ups per step",
+            "comparator": f"limit {BACKGROUND_THREAD_TARGET:.0%} of a core",
             "held": fraction <= BACKGROUND_THREAD_TARGET,
         }
     ]
+
+
+def idle_thread_use(latency):
+    """(busiest rank's share of a core, its wake-ups per second, seconds metered) of
+    the background thread while every rank sleeps, or None if not measured."""
+    idle = latency.get("idle")
+    if not idle or any(fraction is None for fraction in idle["core_fraction"]):
+        return None
+    busiest = max(range(len(idle["core_fraction"])), key=idle["core_fraction"].__getitem__)
+    return idle["core_fraction"][busiest], idle["wakeups_per_s"][busiest], idle["seconds"]
+
+
+def _idle_thread_targets(runs):
+    checks = []
+    for ranks, run in runs.items():
+        use = idle_thread_use(run)
+        if use is None:
+            continue
+        fraction, wakeups, seconds = use
+        checks.append(
+            {
+                "target": f"background thread <= 1% of a core while idle ({ranks} ranks)",
+                "measured": f"{fraction * 100:.2f}% of a core, {wakeups:.0f} wake-ups/s "
+                f"(busiest rank, {seconds:g} s asleep)",
+                "comparator": f"limit {IDLE_THREAD_TARGET:.0%} of a core",
+                "held": fraction <= IDLE_THREAD_TARGET,
+            }
+        )
+    return checks
 
 
 def autotune_medians(autotune):
@@ -227,7 +406,8 @@ def _autotune_targets(autotune):
     return [
         {
             "target": "autotuned gradient step no slower than default settings",
-            "measured": f"{medians[1] * 1e3:.1f} vs {medians[0] * 1e3:.1f} ms",
+            "measured": f"{medians[1] * 1e3:.1f} ms",
+            "comparator": f"default settings {medians[0] * 1e3:.1f} ms",
             "held": medians[1] <= medians[0] * 1.02,
         }
     ]
@@ -246,7 +426,8 @@ def _memory_targets(rows):
             {
                 "target": f"peak RSS overhead <= fusion threshold + 16 MiB ({label})"
                 + ("; chunking switched off, context only" if chunking_off else ""),
-                "measured": f"{overhead / MIB:.1f} MiB (limit {memory_limit(row) / MIB:.0f} MiB)",
+                "measured": f"{overhead / MIB:.1f} MiB",
+                "comparator": f"limit {memory_limit(row) / MIB:.0f} MiB",
                 "held": None if chunking_off else overhead <= memory_limit(row),
             }
         )
@@ -272,6 +453,7 @@ def _shm_targets(rows):
                 "measured": f"shared memory / MPI path {median:.2f}x (median over sizes; "
                 + ", ".join(f"{r:.2f}" for r in ratios)
                 + ")",
+                "comparator": "lockstep's MPI path, same job",
                 "held": median >= 1.0 if uses_shm else None,
             }
         )
