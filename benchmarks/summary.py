@@ -206,24 +206,19 @@ def _tensorflow_targets(found):
 
 
 def _jax_targets(jax_result):
-    """The 4 B allreduce inside jax.jit against mpi4jax inside jit when it ran (no
-    allowance needed: it pays the same jitted call), else against the jitted no-op
-    plus raw MPI; with mpi4jax the latter is shown for context. Then busbw from 16 MiB
-    and the jitted training step against mpi4jax."""
+    """The 4 B allreduce inside jax.jit against the issue's yardstick, the jitted no-op
+    plus raw MPI (3x / 5x), as for tf.function; against mpi4jax inside jit (the same
+    jitted call with MPI underneath) for context. Then busbw from 16 MiB and the
+    jitted training step against mpi4jax."""
     rows = [dict(row, median_s=row["seconds"]) for row in jax_result["allreduce"] if "p90_s" in row]
     small = {row["variant"]: row for row in rows if row["size_bytes"] == LATENCY_SIZE}
     checks = []
-    if JAX_ALLREDUCE in small and JAX_MPI4JAX in small:
-        checks += _latency_pair("inside jax.jit", small[JAX_ALLREDUCE], small[JAX_MPI4JAX], "mpi4jax")
     if {JAX_ALLREDUCE, JAX_NO_OP, JAX_RAW_MPI} <= set(small):
         checks += _latency_pair(
-            "inside jax.jit",
-            small[JAX_ALLREDUCE],
-            small[JAX_RAW_MPI],
-            "raw MPI_Allreduce",
-            base=small[JAX_NO_OP],
-            judged=JAX_MPI4JAX not in small,
+            "inside jax.jit", small[JAX_ALLREDUCE], small[JAX_RAW_MPI], "raw MPI_Allreduce", base=small[JAX_NO_OP]
         )
+    if JAX_ALLREDUCE in small and JAX_MPI4JAX in small:
+        checks += _latency_pair("inside jax.jit", small[JAX_ALLREDUCE], small[JAX_MPI4JAX], "mpi4jax", judged=False)
     if jax_result["mpi4jax"]:
         checks += _jax_mpi4jax_targets(jax_result)
     return checks
