@@ -17,15 +17,11 @@ def test_torch_optimizer_and_collectives_on_a_set(ranks, built_extension):
     run_ranks("process_sets_torch.py", ranks).assert_all_ranks_passed(ranks)
 
 
-def test_tensorflow_ops_on_a_set(built_extension):
-    """4 ranks: two disjoint sets of two (TensorFlow's start-up makes more runs costly)."""
+def test_tensorflow_ops_on_a_set_and_sets_through_init_cycles(built_extension):
+    """4 ranks: two disjoint sets of two; then, in the same launch (TensorFlow's start-up
+    makes more runs costly), sets {0, 2} and {0, 1} (both differ from the global set)
+    across two init/shutdown cycles, with Horovod's error types for sets that are gone."""
     run_ranks("process_sets_tf.py", 4, timeout=240).assert_all_ranks_passed(4)
-
-
-def test_tensorflow_sets_through_init_cycles(built_extension):
-    """3 ranks: sets {0, 2} and {0, 1} (both differ from the global set) across two
-    init/shutdown cycles, with Horovod's error types for sets that are gone."""
-    run_ranks("process_sets_tf_cycles.py", 3, timeout=240).assert_all_ranks_passed(3)
 
 
 def test_stall_inside_a_set_fails_its_waiting_member(built_extension, tmp_path):
@@ -40,12 +36,8 @@ def test_stall_inside_a_set_fails_its_waiting_member(built_extension, tmp_path):
     assert "on process set 1, whose ranks 0, 1, ... are global ranks [0, 2])" in run.stderr, run.describe()
 
 
-def test_jax_collectives_and_optimizer_on_a_set(built_extension):
-    run_ranks("process_sets_jax.py", 4, timeout=180).assert_all_ranks_passed(4)
-
-
-def test_keras_optimizer_on_a_set(built_extension):
-    """The JAX backend, the quickest to start; the reducers of the TensorFlow and torch
-    backends run the process-set ops tested above."""
-    run = run_ranks("process_sets_keras.py", 4, timeout=180, env={"KERAS_BACKEND": "jax"})
+def test_jax_collectives_and_jax_and_keras_optimizers_on_a_set(built_extension):
+    """Keras on its JAX backend, in the JAX launch (the quickest backend to start; the
+    reducers of the TensorFlow and torch backends run the process-set ops tested above)."""
+    run = run_ranks("process_sets_jax.py", 4, timeout=180, env={"KERAS_BACKEND": "jax"})
     run.assert_all_ranks_passed(4)
