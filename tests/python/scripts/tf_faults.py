@@ -73,6 +73,7 @@ def main():
         print(f"rank {hvd.rank()}: stall checks passed", flush=True)
     if "death" in modes:
         if "stall" in modes:
+            hvd.barrier()  # a rank's shutdown stops every rank: all must be done first
             hvd.shutdown()
             for setting in STALL_SETTINGS:
                 os.environ.pop(setting, None)
