@@ -1,14 +1,17 @@
 """lockstep.keras under mpirun with each Keras backend (TensorFlow, torch, JAX): DistributedOptimizer
 equals one process on the whole batch, each callback's effect, checkpoint on
-rank 0 and resume, and a shape mismatch failing fit() on every rank. With the
-TensorFlow and JAX backends the same launch also runs the Horovod parity checks
-(scripts/keras_parity.py, at 2 ranks: test_keras_parity.py has the other runs), since
-starting Keras on every rank costs more than the checks."""
+rank 0 and resume, and a shape mismatch failing fit() on every rank. With the JAX
+backend the same launch also runs the Horovod parity checks (scripts/keras_parity.py,
+at 2 ranks: test_keras_parity.py has the other runs), since starting Keras on every
+rank costs more than the checks."""
 
 import pytest
 from mpi_harness import DESYNC_LIMIT, run_ranks
 
-PARITY_BACKENDS = ("tensorflow", "jax")
+# Only JAX: TensorFlow names the collectives of a traced function after the graphs
+# traced before it in the process, which differ between ranks once the frontend's
+# checks ran (rank 0 alone saves checkpoints), so they no longer match.
+PARITY_BACKENDS = ("jax",)
 
 
 @pytest.mark.parametrize("backend", ["tensorflow", "torch", "jax"])

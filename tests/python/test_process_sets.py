@@ -17,11 +17,15 @@ def test_torch_optimizer_and_collectives_on_a_set(ranks, built_extension):
     run_ranks("process_sets_torch.py", ranks).assert_all_ranks_passed(ranks)
 
 
-def test_tensorflow_ops_on_a_set_and_sets_through_init_cycles(built_extension):
-    """4 ranks: two disjoint sets of two; then, in the same launch (TensorFlow's start-up
-    makes more runs costly), sets {0, 2} and {0, 1} (both differ from the global set)
-    across two init/shutdown cycles, with Horovod's error types for sets that are gone."""
+def test_tensorflow_ops_on_a_set(built_extension):
+    """4 ranks: two disjoint sets of two (TensorFlow's start-up makes more runs costly)."""
     run_ranks("process_sets_tf.py", 4, timeout=240).assert_all_ranks_passed(4)
+
+
+def test_tensorflow_sets_through_init_cycles(built_extension):
+    """3 ranks: sets {0, 2} and {0, 1} (both differ from the global set) across two
+    init/shutdown cycles, with Horovod's error types for sets that are gone."""
+    run_ranks("process_sets_tf_cycles.py", 3, timeout=240).assert_all_ranks_passed(3)
 
 
 def test_stall_inside_a_set_fails_its_waiting_member(built_extension, tmp_path):

@@ -1,14 +1,11 @@
 """Process sets with lockstep.tensorflow's native ops: every collective eagerly on
 a set, a set's ops and global ops independent in one tf.function, gradients that
 run on the forward op's set, DistributedGradientTape and broadcast_variables on a
-set, the topology ops, and the error for an op from outside a set; then, in the same
-launch (TensorFlow's start-up costs more than these checks), the init/shutdown cycles
-of process_sets_tf_cycles.py."""
+set, the topology ops, and the error for an op from outside a set."""
 
 import os
 
 import numpy as np
-import process_sets_tf_cycles
 import tensorflow as tf
 from rank_checks import expect_error, run_main
 
@@ -99,9 +96,6 @@ def main():
         process_set=other,
     )
     assert_equal(hvd.allreduce(tf.constant([me]), op=hvd.Sum).numpy(), np.array([sum(range(size))]), "global op")
-    hvd.barrier()
-    hvd.shutdown()
-    process_sets_tf_cycles.main()
 
 
 if __name__ == "__main__":

@@ -3,9 +3,7 @@ Horovod (issue 25): static and dynamic sets work again in every cycle; a set tha
 is not registered (removed, or from before a shutdown) is refused while the graph
 is built with Horovod's TypeError (also a ValueError); a graph built while a set
 existed fails when it runs after the set is gone (InvalidArgumentError, as in
-Horovod); ops from outside a set fail when they run; gradients run on the set.
-process_sets_tf.py runs main() after its own checks, at 4 ranks: sets {0, 2} and
-{0, 1}, both different from the global set, and rank 3 in neither."""
+Horovod); ops from outside a set fail when they run; gradients run on the set."""
 
 import os
 
