@@ -97,15 +97,28 @@ build: $(BUILD_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 
 # Every suite runs even if an earlier one fails, so one CI run reports everything.
+# Each stage's time is logged as it ends and summed up at the end, so a CI log shows
+# where the time goes.
 test: setup build
-	@status=0; \
-	$(MAKE) lint || status=1; \
-	ctest --test-dir $(BUILD_DIR) --output-on-failure || status=1; \
-	$(PYTHON) -m pytest tests/python -v --timeout=300 || status=1; \
-	$(MAKE) wheel-test || status=1; \
-	$(MAKE) sanitize-asan || status=1; \
-	$(MAKE) sanitize-tsan || status=1; \
-	$(MAKE) fuzz || status=1; \
+	@status=0; summary=""; \
+	stage() { \
+	  local name=$$1 started=$$SECONDS result=ok; shift; \
+	  "$$@" || { result=FAILED; status=1; }; \
+	  local took=$$((SECONDS - started)); \
+	  echo "== make test: $$name took $$took s ($$result)"; \
+	  summary+=$$(printf '%-14s %5d s  %s' "$$name" "$$took" "$$result")$$'\n'; \
+	}; \
+	started_all=$$SECONDS; \
+	stage lint $(MAKE) lint; \
+	stage ctest ctest --test-dir $(BUILD_DIR) --output-on-failure; \
+	stage pytest $(PYTHON) -m pytest tests/python -v --timeout=300 --durations=25; \
+	stage wheel-test $(MAKE) wheel-test; \
+	stage sanitize-asan $(MAKE) sanitize-asan; \
+	stage sanitize-tsan $(MAKE) sanitize-tsan; \
+	stage fuzz $(MAKE) fuzz; \
+	echo "== make test: summary"; \
+	printf '%s' "$$summary"; \
+	printf '%-14s %5d s  %s\n' total $$((SECONDS - started_all)) "$$([ $$status -eq 0 ] && echo ok || echo FAILED)"; \
 	exit $$status
 
 include tests/sanitizers/sanitizers.mk

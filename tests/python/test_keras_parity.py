@@ -3,7 +3,8 @@ TensorFlow backend at 2 and 3 ranks (and on its JAX backend, for the gradient
 aggregation inside jit), and Keras 2 scripts through tf-keras with
 TF_USE_LEGACY_KERAS=1 (lockstep.keras then uses tf.keras). The Keras 2 and JAX
 runs stay at 2 ranks: what depends on the rank count is the same code as on Keras 3
-at 3 ranks, and each launch costs about half a minute of CPU."""
+at 3 ranks, and each launch costs about half a minute of CPU. The JAX backend's run
+shares its launch with the frontend's checks: test_keras_frontend.py."""
 
 import importlib.util
 
@@ -26,8 +27,3 @@ def test_keras3(num_ranks, tmp_path):
 @pytest.mark.skipif(importlib.util.find_spec("tf_keras") is None, reason="tf-keras is not installed")
 def test_keras2_through_tf_keras(built_extension, tmp_path):
     run(2, KERAS2, tmp_path)
-
-
-@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="JAX is not installed")
-def test_keras3_jax_backend(built_extension, tmp_path):
-    run(2, {"KERAS_BACKEND": "jax", **DESYNC_LIMIT}, tmp_path)

@@ -40,14 +40,10 @@ def test_stall_inside_a_set_fails_its_waiting_member(built_extension, tmp_path):
     assert "on process set 1, whose ranks 0, 1, ... are global ranks [0, 2])" in run.stderr, run.describe()
 
 
-def test_jax_collectives_and_optimizer_on_a_set(built_extension):
-    run_ranks("process_sets_jax.py", 4, timeout=180).assert_all_ranks_passed(4)
-
-
-def test_keras_optimizer_on_a_set(built_extension):
-    """The JAX backend, the quickest to start; the reducers of the TensorFlow and torch
-    backends run the process-set ops tested above."""
-    run = run_ranks("process_sets_keras.py", 4, timeout=180, env={"KERAS_BACKEND": "jax"})
+def test_jax_collectives_and_jax_and_keras_optimizers_on_a_set(built_extension):
+    """Keras on its JAX backend, in the JAX launch (the quickest backend to start; the
+    reducers of the TensorFlow and torch backends run the process-set ops tested above)."""
+    run = run_ranks("process_sets_jax.py", 4, timeout=180, env={"KERAS_BACKEND": "jax"})
     run.assert_all_ranks_passed(4)
 
 

@@ -79,7 +79,9 @@ def check_stream_ordering(rank, size):
     result consumed by kernels queued just after, inside one jitted function and
     eagerly: any missing wait (the ready event or the done event on XLA's stream)
     shows as wrong values."""
-    elements, rounds = 16 * 1024 * 1024, 24
+    # 64 MiB makes the kernels long enough on a GPU for a missing wait to show; on the
+    # CPU backend (--allow-cpu: only trying the script) there is no stream to race.
+    elements, rounds = (16 * 1024 * 1024 if ON_GPU else 64 * 1024), 24
     start = [(np.arange(elements, dtype=np.float32) % 1000 + r) for r in range(size)]
     reduced = sum(numpy_chain(s, rounds) for s in start)
     expected = np.mod(reduced * np.float32(2.0) + np.float32(1.0), np.float32(1021.0))

@@ -93,20 +93,29 @@ def check_unused_results_still_run(rank, size):
     assert len(runs) == 4, f"an allreduce with an unused result ran {len(runs)} times in 4 executions"
 
 
-def main():
+def check_use_before_init_fails():
     try:
         jax.jit(lambda x: hvd.allreduce(x))(jnp.ones(2))
     except Exception as error:  # noqa: BLE001 (checked below)
         assert "init" in str(error).lower(), f"use before init: {error}"
     else:
         raise AssertionError("an allreduce before init() must fail")
-    hvd.init()
-    rank, size = hvd.rank(), hvd.size()
+
+
+def check_errors(rank, size):
+    """Every check after init(); the mismatched shapes last, since they leave failed
+    collectives behind. jax_training.py runs them in its launch, after its own."""
     check_trace_time_errors(rank, size)
     check_core_refuses_bool_reductions_with_the_python_text(rank, size)
     check_back_to_back_dispatch(rank, size)
     check_unused_results_still_run(rank, size)
     check_mismatched_shapes_fail_everywhere(rank, size)
+
+
+def main():
+    check_use_before_init_fails()
+    hvd.init()
+    check_errors(hvd.rank(), hvd.size())
     hvd.shutdown()
 
 

@@ -3,13 +3,14 @@ matches single-process training on the full batch (also with
 backward_passes_per_step, gradient_predivide_factor and gradient buckets),
 broadcast_parameters, gradients reduced in place,
 the core fusing a gradient pytree reduced in one call, and alltoall's received
-splits without jax_enable_x64."""
+splits without jax_enable_x64; then jax_errors.py's checks."""
 
 import os
 import tempfile
 
 import jax
 import jax.numpy as jnp
+import jax_errors
 import numpy as np
 import optax
 from rank_checks import assert_equal, run_main
@@ -67,6 +68,25 @@ def check_broadcast_parameters(rank, size):
     return params
 
 
+# The full-batch runs by (id(params), size, passes, steps): they do not depend on the
+# distributed options (predivide, buckets), so the checks that differ only in those
+# share one (each run costs a compile on every rank).
+_FULL_BATCH = {}
+
+
+def full_batch_training(size, params, passes, steps):
+    key = (id(params), size, passes, steps)
+    if key not in _FULL_BATCH:
+        inner = optax.adam(1e-2)
+        ref_tx = optax.MultiSteps(inner, every_k_schedule=passes) if passes > 1 else inner
+        ref_step = make_step(ref_tx)
+        ref_params, ref_state = params, ref_tx.init(params)
+        for x, y in batches(size, steps):
+            ref_params, ref_state, _ = ref_step(ref_params, ref_state, x, y)
+        _FULL_BATCH[key] = (params, ref_params)  # params kept alive: its id stays unique
+    return _FULL_BATCH[key][1]
+
+
 def check_matches_full_batch(rank, size, params, passes=1, predivide=1.0, steps=6, bucket_bytes=None):
     inner = optax.adam(1e-2)
     dist_step = make_step(
@@ -74,13 +94,10 @@ def check_matches_full_batch(rank, size, params, passes=1, predivide=1.0, steps=
             inner, backward_passes_per_step=passes, gradient_predivide_factor=predivide, bucket_bytes=bucket_bytes
         )
     )
-    ref_tx = optax.MultiSteps(inner, every_k_schedule=passes) if passes > 1 else inner
-    ref_step = make_step(ref_tx)
     dist_params, dist_state = params, hvd.DistributedOptimizer(inner, backward_passes_per_step=passes).init(params)
-    ref_params, ref_state = params, ref_tx.init(params)
     for x, y in batches(size, steps):
         dist_params, dist_state, _ = dist_step(dist_params, dist_state, shard(x, rank), shard(y, rank))
-        ref_params, ref_state, _ = ref_step(ref_params, ref_state, x, y)
+    ref_params = full_batch_training(size, params, passes, steps)
     what = (
         f"DistributedOptimizer(passes={passes}, predivide={predivide}, bucket_bytes={bucket_bytes}) "
         "vs full-batch training"
@@ -220,6 +237,9 @@ def check_compression(rank, size, params):
 
 
 def main():
+    # jax_errors.py's checks share this launch (JAX's start-up and compiles on every
+    # rank cost more than they do): use before init() first, the rest after training.
+    jax_errors.check_use_before_init_fails()
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
     params = check_broadcast_parameters(rank, size)
@@ -233,6 +253,7 @@ def main():
     check_in_place_reduction(rank, size, params)
     check_compression(rank, size, params)
     check_alltoall_splits_without_x64(rank, size)
+    jax_errors.check_errors(rank, size)
     hvd.shutdown()
 
 

@@ -1,7 +1,9 @@
 """Rank script for lockstep.keras under the backend named by KERAS_BACKEND
 (tensorflow, torch or jax): every check in one launch, since imports dominate.
 
-argv[1]: a directory shared by the ranks, for the checkpoint.
+argv[1]: a directory shared by the ranks, for the checkpoint; argv[2], if given: one
+for keras_parity.py's saved models, whose checks then run in this launch too (before
+the mismatched-shapes check, which leaves a failed step behind).
 """
 
 import os
@@ -56,6 +58,10 @@ def main():
     check_learning_rate_warmup(rank, size)
     check_learning_rate_schedule(rank, size)
     check_checkpoint_on_rank_zero_and_resume(rank, size, sys.argv[1])
+    if len(sys.argv) > 2:
+        from keras_parity import check_parity
+
+        check_parity(rank, size, sys.argv[2])
     message = check_mismatched_shapes_fail_fit(rank, size)
     print(f"rank {rank}: fit failed as expected: {message[:1500]}", flush=True)
     hvd.shutdown()

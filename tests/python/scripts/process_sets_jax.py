@@ -1,7 +1,8 @@
 """Process sets with lockstep.jax: every collective on a set eagerly and inside
 jax.jit (a set's call beside a global one in one jitted function), the gradient of
-an allreduce on a set, and the optax DistributedOptimizer and broadcast_parameters
-on a set."""
+an allreduce on a set, the optax DistributedOptimizer and broadcast_parameters on a
+set, and lockstep.keras' DistributedOptimizer on a set (process_sets_keras.py, with
+Keras' JAX backend)."""
 
 import os
 
@@ -86,6 +87,12 @@ def main():
         assert f"rank {me} is not in process set" in str(error), str(error)
     else:
         raise AssertionError("a traced op on a set without this rank was accepted")
+    # lockstep.keras' optimizer on the same set, on Keras' JAX backend, in this launch:
+    # starting JAX on 4 ranks costs more than the check.
+    os.environ.setdefault("KERAS_BACKEND", "jax")
+    from process_sets_keras import check_optimizer_on_a_set
+
+    check_optimizer_on_a_set(me, mine)
     hvd.barrier()  # nobody exits (and so shuts down) while others still run set ops
 
 

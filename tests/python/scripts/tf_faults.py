@@ -6,6 +6,9 @@ Session run; the run fails within the stall shutdown time
 tensor and the missing rank, and collectives work afterwards.
 death: rank 1 dies while the others wait in a tf.function's collectives; mpirun
 must end the job with a non-zero status instead of hanging.
+stall death: both in one launch (TensorFlow's start-up costs more than either): the
+stall, then shutdown and init again without the stall settings, so that only mpirun
+can end the job after the death, as in `death` alone.
 """
 
 import os
@@ -22,6 +25,7 @@ from rank_checks import assert_equal, expect_error, run_main  # noqa: E402
 import lockstep.tensorflow as hvd  # noqa: E402
 
 MISSING_RANK_DELAY_SECONDS = 4.5
+STALL_SETTINGS = ("LOCKSTEP_STALL_CHECK_TIME_SECONDS", "LOCKSTEP_STALL_SHUTDOWN_TIME_SECONDS")
 
 
 def stalled_session(rank, size):
@@ -62,10 +66,18 @@ def death_in_function(rank):
 
 
 def main():
+    modes = sys.argv[1:]
     hvd.init()
-    if sys.argv[1] == "stall":
+    if "stall" in modes:
         stalled_session(hvd.rank(), hvd.size())
-    else:
+        print(f"rank {hvd.rank()}: stall checks passed", flush=True)
+    if "death" in modes:
+        if "stall" in modes:
+            hvd.barrier()  # a rank's shutdown stops every rank: all must be done first
+            hvd.shutdown()
+            for setting in STALL_SETTINGS:
+                os.environ.pop(setting, None)
+            hvd.init()
         death_in_function(hvd.rank())
 
 
