@@ -44,6 +44,10 @@ WHEEL_DIR := build-wheel
 # Compiled objects are shared between build/ and the wheel's build (same sources and
 # flags), so `make test`'s wheel check recompiles nothing that `make build` compiled.
 CCACHE := $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+# Paths relative to the checkout, and debug builds not keyed on their directory, so
+# a fresh clone elsewhere (CI's) reuses what an earlier checkout compiled.
+export CCACHE_BASEDIR := $(abspath .)
+export CCACHE_NOHASHDIR := 1
 
 # Stamps inside .venv, so deleting the venv also forgets what was installed into it.
 REQUIREMENTS_STAMP := $(VENV)/.requirements-installed
