@@ -16,9 +16,10 @@ std::string InFlightKey(int32_t process_set_id, const std::string& name) {
 // The index of the first key that repeats an earlier one, or -1. Batches are mostly
 // a single op, where this costs nothing.
 int FirstRepeat(const std::vector<std::string>& keys) {
+  if (keys.size() < 2) return -1;
   std::unordered_set<std::string_view> seen;
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (keys.size() > 1 && !seen.insert(keys[i]).second) return static_cast<int>(i);
+    if (!seen.insert(keys[i]).second) return static_cast<int>(i);
   }
   return -1;
 }

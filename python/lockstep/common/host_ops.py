@@ -58,30 +58,12 @@ def allreduce(
     plain = _plain_dtype(tensor) if compression is None and average is None else None
     if plain is not None:  # the common case, without the general path's wrappers
         output = np.empty(tensor.shape, dtype=tensor.dtype)
-        DISPATCHER.run_allreduce(
-            plain,
-            tensor.shape,
-            buffer_address(tensor),
-            buffer_address(output),
-            Average if op is None else op,
-            prescale_factor,
-            postscale_factor,
-            name,
-            ps=process_set_id(process_set),
+        _reduce_into(
+            plain, tensor, output, Average if op is None else op, prescale_factor, postscale_factor, name, process_set
         )
         return output
     op, sent, output, finish = _prepare_allreduce(tensor, average, compression, op)
-    DISPATCHER.run_allreduce(
-        core_dtype(sent.dtype),
-        sent.shape,
-        buffer_address(sent),
-        buffer_address(output),
-        op,
-        prescale_factor,
-        postscale_factor,
-        name,
-        ps=process_set_id(process_set),
-    )
+    _reduce_into(core_dtype(sent.dtype), sent, output, op, prescale_factor, postscale_factor, name, process_set)
     return finish()
 
 
@@ -108,34 +90,30 @@ def allreduce_(
     """Reduce `tensor` across ranks in place and return it."""
     plain = _plain_dtype(tensor) if average is None else None
     if plain is not None and tensor.flags.writeable:  # the common case, without the wrappers
-        address = buffer_address(tensor)
-        DISPATCHER.run_allreduce(
-            plain,
-            tensor.shape,
-            address,
-            address,
-            Average if op is None else op,
-            prescale_factor,
-            postscale_factor,
-            name,
-            ps=process_set_id(process_set),
+        _reduce_into(
+            plain, tensor, tensor, Average if op is None else op, prescale_factor, postscale_factor, name, process_set
         )
         return tensor
     target = _writable(tensor)
     array = as_array(target)
-    address = buffer_address(array)
+    op = handle_average_backwards_compatibility(op, average)
+    _reduce_into(core_dtype(array.dtype), array, array, op, prescale_factor, postscale_factor, name, process_set)
+    return _copy_back(target, array)
+
+
+def _reduce_into(dtype, array, output, op, prescale_factor, postscale_factor, name, process_set):
+    """The synchronous allreduce of `array` into `output` (may be `array` itself)."""
     DISPATCHER.run_allreduce(
-        core_dtype(array.dtype),
+        dtype,
         array.shape,
-        address,
-        address,
-        handle_average_backwards_compatibility(op, average),
+        buffer_address(array),
+        buffer_address(output),
+        op,
         prescale_factor,
         postscale_factor,
         name,
         ps=process_set_id(process_set),
     )
-    return _copy_back(target, array)
 
 
 def _plain_dtype(tensor):
