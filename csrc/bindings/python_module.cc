@@ -171,6 +171,65 @@ OpResult RunOp(OpType op, std::string name, DataType dtype, std::vector<int64_t>
   return EnqueueAndWait(std::move(spec));
 }
 
+// A shape from a tuple (numpy's shape, torch.Size) or any sequence of ints.
+std::vector<int64_t> ShapeFrom(py::handle shape) {
+  if (!PyTuple_Check(shape.ptr())) return shape.cast<std::vector<int64_t>>();
+  const Py_ssize_t rank = PyTuple_GET_SIZE(shape.ptr());
+  std::vector<int64_t> dims(static_cast<size_t>(rank));
+  for (Py_ssize_t i = 0; i < rank; ++i) {
+    const long long dim = PyLong_AsLongLong(PyTuple_GET_ITEM(shape.ptr(), i));
+    if (dim == -1 && PyErr_Occurred()) throw py::error_already_set();
+    dims[static_cast<size_t>(i)] = dim;
+  }
+  return dims;
+}
+
+// The synchronous allreduce, the latency-critical call: run_op's work with fewer
+// arguments to convert and no Result object built (the output is the caller's).
+void RunAllreduce(std::string name, DataType dtype, py::handle shape, uintptr_t input,
+                  uintptr_t output, ReduceOp reduce_op, double prescale, double postscale,
+                  int32_t device, int32_t process_set_id, uintptr_t stream) {
+  OpSpec spec =
+      SpecFromArgs(OpType::kAllreduce, std::move(name), dtype, ShapeFrom(shape), input, output,
+                   reduce_op, prescale, postscale, 0, device, process_set_id, stream);
+  py::gil_scoped_release release;
+  EnqueueAndWait(std::move(spec));
+}
+
+// A C-contiguous buffer's memory and shape, for as long as its owner keeps it alive.
+struct ContiguousView {
+  void* data;
+  Py_ssize_t bytes;
+  std::vector<int64_t> shape;
+};
+
+ContiguousView ViewOf(py::handle object, bool writable) {
+  Py_buffer view;
+  const int flags = PyBUF_ND | PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+  if (PyObject_GetBuffer(object.ptr(), &view, flags) != 0) throw py::error_already_set();
+  ContiguousView result{view.buf, view.len,
+                        std::vector<int64_t>(view.shape, view.shape + view.ndim)};
+  PyBuffer_Release(&view);
+  return result;
+}
+
+// numpy's synchronous allreduce: the arrays themselves rather than their addresses
+// and shape, which cost the frontend two more calls per op. The caller has checked
+// that `input` is C-contiguous and of `dtype`, and made `output` like it.
+void RunAllreduceArrays(std::string name, DataType dtype, py::handle input, py::handle output,
+                        ReduceOp reduce_op, double prescale, double postscale,
+                        int32_t process_set_id) {
+  ContiguousView in = ViewOf(input, /*writable=*/false);
+  const ContiguousView out = ViewOf(output, /*writable=*/true);
+  if (in.bytes != out.bytes) throw py::value_error("output must have the input's size");
+  OpSpec spec =
+      SpecFromArgs(OpType::kAllreduce, std::move(name), dtype, std::move(in.shape),
+                   reinterpret_cast<uintptr_t>(in.data), reinterpret_cast<uintptr_t>(out.data),
+                   reduce_op, prescale, postscale, 0, -1, process_set_id, 0);
+  py::gil_scoped_release release;
+  EnqueueAndWait(std::move(spec));
+}
+
 // The data address of any object exporting a contiguous buffer (numpy arrays,
 // including ml_dtypes' bfloat16). Several times cheaper than numpy's
 // __array_interface__, and it runs on every op.
@@ -291,6 +350,12 @@ PYBIND11_MODULE(_core, m) {
   };
   std::apply([&](auto&&... args) { m.def("enqueue_op", &EnqueueOp, args...); }, op_args());
   std::apply([&](auto&&... args) { m.def("run_op", &RunOp, args...); }, op_args());
+  m.def("run_allreduce", &RunAllreduce, py::arg("name"), py::arg("dtype"), py::arg("shape"),
+        py::arg("address"), py::arg("output_address"), py::arg("reduce_op"), py::arg("prescale"),
+        py::arg("postscale"), py::arg("device"), py::arg("process_set_id"), py::arg("stream"));
+  m.def("run_allreduce_arrays", &RunAllreduceArrays, py::arg("name"), py::arg("dtype"),
+        py::arg("input"), py::arg("output"), py::arg("reduce_op"), py::arg("prescale"),
+        py::arg("postscale"), py::arg("process_set_id"));
   m.def(
       "gpu_stream",
       [](int device, int32_t process_set_id) {

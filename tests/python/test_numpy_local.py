@@ -41,6 +41,37 @@ def test_automatic_names_count_per_kind_and_call_site_and_restart():
     assert _core.auto_name("local-test-a") == "local-test-a.noname.0"
 
 
+def test_call_sites_follow_each_code_object_and_skip_lockstep_frames():
+    namer = OpNamer()
+
+    def compiled(filename, module):
+        """A function `submit(kind)` compiled from `filename` in module `module`."""
+        scope = {"__name__": module, "namer": namer}
+        exec(
+            compile("\n\ndef submit(kind, ps=0):\n    return namer.name_for(kind, None, ps)\n", filename, "exec"), scope
+        )
+        return scope["submit"]
+
+    # Code objects come and go (lambdas, exec'd cells): a cached site must never be
+    # served for another code object, even one that reuses a freed one's id.
+    for index in range(50):
+        submit = compiled(f"/tmp/user_{index}.py", "__main__")
+        assert submit("local-sites") == f"local-sites.auto.user_{index}.py:4.0"
+        del submit
+    # A frame in a lockstep module is skipped: the caller's line names the op.
+    inner = compiled("/tmp/lockstep_inner.py", "lockstep.fake_inner")
+    assert inner("local-sites") == f"local-sites.auto.test_numpy_local.py:{sys._getframe().f_lineno}.0"
+    # Each process set counts on its own; a restart resets every count.
+    outer = compiled("/tmp/user_ps.py", "__main__")
+    assert [outer("local-sites"), outer("local-sites", 3), outer("local-sites", 3)] == [
+        "local-sites.auto.user_ps.py:4.0",
+        "local-sites.auto.user_ps.py:4.0",
+        "local-sites.auto.user_ps.py:4.1",
+    ]
+    namer.restart()
+    assert outer("local-sites", 3) == "local-sites.auto.user_ps.py:4.0"
+
+
 def test_handle_table_issues_and_forgets_handles():
     table = HandleTable()
     first = table.add(PendingOp(core_handles=[7], finish=lambda results: results, keepalive=()))

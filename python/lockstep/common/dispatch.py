@@ -88,11 +88,34 @@ class OpDispatcher:
         """The synchronous allreduce, the latency-critical path: flat arguments instead of
         TensorRef/Scaling, no frontend handle, one call into the core, which waits with the
         GIL released. The caller's references keep the memory alive meanwhile. For device
-        memory (device >= 0), `stream` is the framework's stream (see TensorRef).
+        memory (device >= 0), `stream` is the framework's stream (see TensorRef)."""
+        reduce_op, prescale, postscale, name = self._sync_allreduce_args(dtype, op, prescale, postscale, name, ps)
+        self._run_sync(
+            self._core.run_allreduce,
+            name,
+            dtype,
+            shape,
+            address,
+            output_address,
+            reduce_op,
+            prescale,
+            postscale,
+            device,
+            ps,
+            stream,
+        )
 
-        Plain arguments (a named op constant, no scaling, a str name) skip the general
-        checks; anything else goes through them, so errors are the same either way.
-        """
+    def run_allreduce_arrays(self, dtype, array, output, op, prescale, postscale, name, ps=0):
+        """run_allreduce for a C-contiguous host array of core dtype `dtype` into `output`
+        (an array like it, or `array` itself): the core reads their memory and shape
+        through the buffer protocol."""
+        reduce_op, prescale, postscale, name = self._sync_allreduce_args(dtype, op, prescale, postscale, name, ps)
+        self._run_sync(self._core.run_allreduce_arrays, name, dtype, array, output, reduce_op, prescale, postscale, ps)
+
+    def _sync_allreduce_args(self, dtype, op, prescale, postscale, name, ps):
+        """(core reduce op, prescale, postscale, name). Plain arguments (a named op
+        constant, no scaling) skip the general checks; anything else goes through them,
+        so errors are the same either way."""
         reduce_op = _PLAIN_REDUCE_OPS.get(op) if type(op) is int else None
         plain = (
             reduce_op is not None
@@ -100,8 +123,6 @@ class OpDispatcher:
             and prescale == 1.0
             and postscale.__class__ is float
             and postscale == 1.0
-            and name.__class__ is str
-            and name != ""
             and dtype is not self._core.DataType.BOOL
         )
         if not plain:
@@ -109,23 +130,17 @@ class OpDispatcher:
             reduce_op, prescale, postscale = self._reduction_args(
                 dtype, Scaling(op, prescale, postscale), ALLREDUCE_OPS, "allreduce", ps
             )
+        if name is None:
+            name = self._namer.name_for("allreduce", None, ps)
+        elif name.__class__ is not str or name == "":
+            self._require_initialized()  # that error comes first, as on every other path
             name = self._name("allreduce", name, ps)
+        return reduce_op, prescale, postscale, name
+
+    def _run_sync(self, core_call, *args):
+        """One synchronous call into the core, with the error types of the other paths."""
         try:
-            self._core.run_op(
-                self._core.OpType.ALLREDUCE,
-                name,
-                dtype,
-                shape,
-                address,
-                output_address,
-                reduce_op,
-                prescale,
-                postscale,
-                0,
-                device,
-                ps,
-                stream,
-            )
+            core_call(*args)
         except self._core.AbortedError:
             raise  # the collective itself failed (e.g. ranks stopped responding): keep its type
         except self._core.LockstepError:

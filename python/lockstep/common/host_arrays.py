@@ -58,9 +58,6 @@ def core_dtype(dtype, what="tensor"):
         raise TypeError(f"{what} has unsupported dtype {detail}; supported dtypes: {SUPPORTED_DTYPE_NAMES}") from None
 
 
-buffer_address = _core.buffer_address
-
-
 def tensor_ref(array):
     """A TensorRef for an array already checked by as_array."""
     return TensorRef(_core.buffer_address(array), CORE_DTYPES[array.dtype], array.shape, array)

@@ -15,7 +15,6 @@ from lockstep.common.host_arrays import (
     CORE_DTYPES,
     array_from_result,
     as_array,
-    buffer_address,
     core_dtype,
     new_output_like,
     tensor_ref,
@@ -57,7 +56,7 @@ def allreduce(
     """Reduce `tensor` across ranks (Average by default) and return the result."""
     plain = _plain_dtype(tensor) if compression is None and average is None else None
     if plain is not None:  # the common case, without the general path's wrappers
-        output = np.empty(tensor.shape, dtype=tensor.dtype)
+        output = np.empty_like(tensor)  # C-contiguous, as the tensor is
         _reduce_into(
             plain, tensor, output, Average if op is None else op, prescale_factor, postscale_factor, name, process_set
         )
@@ -102,17 +101,9 @@ def allreduce_(
 
 
 def _reduce_into(dtype, array, output, op, prescale_factor, postscale_factor, name, process_set):
-    """The synchronous allreduce of `array` into `output` (may be `array` itself)."""
-    DISPATCHER.run_allreduce(
-        dtype,
-        array.shape,
-        buffer_address(array),
-        buffer_address(output),
-        op,
-        prescale_factor,
-        postscale_factor,
-        name,
-        ps=process_set_id(process_set),
+    """The synchronous allreduce of C-contiguous `array` into `output` (may be `array`)."""
+    DISPATCHER.run_allreduce_arrays(
+        dtype, array, output, op, prescale_factor, postscale_factor, name, process_set_id(process_set)
     )
 
 

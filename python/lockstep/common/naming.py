@@ -34,6 +34,7 @@ must be a constant attribute so the kernel is built once, take the core's counte
 ("<kind>.noname.<n>") when they run. No two families can collide.
 """
 
+import itertools
 import os
 import sys
 import threading
@@ -43,16 +44,32 @@ from collections import Counter
 LOCKSTEP_FRAMES = ("lockstep.",)
 
 
+# Per (skip, skip_generated): id(code object) -> (code, "file.py:" for a user frame or
+# None for a skipped one). Resolving a frame's module and base name costs more than
+# the rest of a small op's naming, and a code object never changes module or file.
+# Keyed by id because hashing a code object hashes its whole body; the entry holds
+# the code object, so no other one can take that id while it is cached.
+_SITE_PREFIXES = {}
+
+
 def call_site(skip=LOCKSTEP_FRAMES, skip_generated=False):
     """ "file.py:line" of the innermost caller whose module name starts with none of
     `skip` (and, with skip_generated, whose code is not generated, "<string>" etc.)."""
+    prefixes = _SITE_PREFIXES.get((skip, skip_generated))
+    if prefixes is None:
+        prefixes = _SITE_PREFIXES.setdefault((skip, skip_generated), {})
     frame = sys._getframe(1)
     while frame is not None:
-        module = frame.f_globals.get("__name__", "")
-        generated = skip_generated and frame.f_code.co_filename.startswith("<")
-        if not module.startswith(skip) and not generated:
+        code = frame.f_code
+        entry = prefixes.get(id(code))
+        if entry is None:
+            module = frame.f_globals.get("__name__", "")
+            generated = skip_generated and code.co_filename.startswith("<")
             # The base name only: ranks may run the same script from different paths.
-            return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+            prefix = None if module.startswith(skip) or generated else os.path.basename(code.co_filename) + ":"
+            entry = prefixes.setdefault(id(code), (code, prefix))
+        if entry[1] is not None:
+            return entry[1] + str(frame.f_lineno)
         frame = frame.f_back
     return "unknown"
 
@@ -61,8 +78,7 @@ class OpNamer:
     """Names of eager ops: counted per call site while ops are in flight."""
 
     def __init__(self):
-        self._lock = threading.Lock()
-        self._counters = {}
+        self._counters = {}  # key -> itertools.count
 
     def name_for(self, kind, name, process_set_id=0):
         """`name` if given, else the next automatic name for `kind` from the caller's
@@ -70,16 +86,17 @@ class OpNamer:
         own (its names are negotiated among its members only)."""
         if name is not None:
             return name
-        prefix = f"{kind}.auto.{call_site()}"
-        key = (process_set_id, prefix)
-        with self._lock:
-            index = self._counters.get(key, 0)
-            self._counters[key] = index + 1
-        return f"{prefix}.{index}"
+        prefix = kind + ".auto." + call_site()
+        key = prefix if process_set_id == 0 else (process_set_id, prefix)
+        # No lock: under the GIL, setdefault and next() on a counter are atomic.
+        counter = self._counters.get(key)
+        if counter is None:
+            counter = self._counters.setdefault(key, itertools.count())
+        return prefix + "." + str(next(counter))
 
     def restart(self):
         """Called when no op is in flight: every call site counts from 0 again."""
-        with self._lock:
+        if self._counters:  # named ops leave it empty
             self._counters.clear()
 
 
