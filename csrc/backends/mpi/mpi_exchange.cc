@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <thread>
 
 #include "negotiation/peer_deadline.h"
+#include "wire/cycle_lane.h"
 
 namespace lockstep {
 namespace {
@@ -26,6 +28,32 @@ int CountOf(size_t bytes) {
   return static_cast<int>(bytes);
 }
 
+// The payload lane's reduction. MPI hands a user op no context, but the vector
+// describes its own layout; only its length comes from the datatype. Each call gets
+// whole vectors (the datatype is one vector), `*len` of them.
+void CombineVectors(void* in, void* inout, int* len, MPI_Datatype* datatype) {
+  int bytes = 0;
+  MPI_Type_size(*datatype, &bytes);
+  const size_t words = static_cast<size_t>(bytes) / sizeof(uint64_t);
+  const bool aligned = reinterpret_cast<uintptr_t>(in) % alignof(uint64_t) == 0 &&
+                       reinterpret_cast<uintptr_t>(inout) % alignof(uint64_t) == 0;
+  for (int i = 0; i < *len; ++i) {
+    char* a = static_cast<char*>(in) + i * words * sizeof(uint64_t);
+    char* b = static_cast<char*>(inout) + i * words * sizeof(uint64_t);
+    if (aligned) {
+      CombineCycleVectors(reinterpret_cast<const uint64_t*>(a), reinterpret_cast<uint64_t*>(b),
+                          words);
+      continue;
+    }
+    // MPI's own staging buffers are malloc'd, so this is never expected; but cheap.
+    std::vector<uint64_t> theirs(words), mine(words);
+    std::memcpy(theirs.data(), a, words * sizeof(uint64_t));
+    std::memcpy(mine.data(), b, words * sizeof(uint64_t));
+    CombineCycleVectors(theirs.data(), mine.data(), words);
+    std::memcpy(b, mine.data(), words * sizeof(uint64_t));
+  }
+}
+
 }  // namespace
 
 MpiExchange::MpiExchange(MPI_Comm comm, ExchangeOptions options) : options_(std::move(options)) {
@@ -39,6 +67,13 @@ MpiExchange::MpiExchange(MPI_Comm comm, ExchangeOptions options) : options_(std:
   options_.hostnames.resize(size_, "unknown host");
   probe_ = new PeerProbe(probe_comm_);
   CheckAgreement();
+  if (options_.combine_words > 0) {
+    CheckMpi(MPI_Type_contiguous(CountOf(options_.combine_words * sizeof(uint64_t)), MPI_BYTE,
+                                 &vector_type_),
+             "MPI_Type_contiguous");
+    CheckMpi(MPI_Type_commit(&vector_type_), "MPI_Type_commit");
+    CheckMpi(MPI_Op_create(&CombineVectors, /*commute=*/1, &combine_op_), "MPI_Op_create");
+  }
 }
 
 MpiExchange::~MpiExchange() {
@@ -48,6 +83,8 @@ MpiExchange::~MpiExchange() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
+  if (combine_op_ != MPI_OP_NULL) MPI_Op_free(&combine_op_);
+  if (vector_type_ != MPI_DATATYPE_NULL) MPI_Type_free(&vector_type_);
   MPI_Comm_free(&comm_);
   MPI_Comm_free(&probe_comm_);
 }
@@ -55,13 +92,20 @@ MpiExchange::~MpiExchange() {
 // An allreduce whose ranks pass different lengths is undefined in MPI (it may hang),
 // so the length is agreed once, here, where every rank fails alike.
 void MpiExchange::CheckAgreement() {
-  int64_t bounds[2] = {static_cast<int64_t>(options_.and_words),
-                       -static_cast<int64_t>(options_.and_words)};
-  CheckMpi(MPI_Allreduce(MPI_IN_PLACE, bounds, 2, MPI_INT64_T, MPI_MAX, comm_), "MPI_Allreduce");
+  const auto and_words = static_cast<int64_t>(options_.and_words);
+  const auto combine_words = static_cast<int64_t>(options_.combine_words);
+  int64_t bounds[4] = {and_words, -and_words, combine_words, -combine_words};
+  CheckMpi(MPI_Allreduce(MPI_IN_PLACE, bounds, 4, MPI_INT64_T, MPI_MAX, comm_), "MPI_Allreduce");
   if (bounds[0] != -bounds[1]) {
     throw Error(
         "negotiation: ranks were configured with different response cache capacities "
         "(LOCKSTEP_CACHE_CAPACITY / HOROVOD_CACHE_CAPACITY must be the same on every rank)",
+        Status::Code::kInvalidArgument);
+  }
+  if (bounds[2] != -bounds[3]) {
+    throw Error(
+        "negotiation: ranks were configured with different negotiation payloads "
+        "(LOCKSTEP_NEGOTIATION_PAYLOAD_BYTES must be the same on every rank)",
         Status::Code::kInvalidArgument);
   }
 }
@@ -77,6 +121,21 @@ void MpiExchange::AndAcrossRanks(std::vector<uint64_t>* words, bool idle) {
   CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, b.words.data(), CountOf(b.words.size()), MPI_UINT64_T,
                           MPI_BAND, comm_, &request),
            "MPI_Iallreduce");
+  Wait(&request, idle);
+  *words = b.words;
+}
+
+void MpiExchange::CombineAcrossRanks(std::vector<uint64_t>* words, bool idle) {
+  if (combine_op_ == MPI_OP_NULL || words->size() != options_.combine_words) {
+    throw Error("negotiation: cycle vector of " + std::to_string(words->size()) + " words where " +
+                std::to_string(options_.combine_words) + " were agreed");
+  }
+  InFlight& b = *buffers_;
+  b.words = *words;
+  MPI_Request request = MPI_REQUEST_NULL;
+  CheckMpi(
+      MPI_Iallreduce(MPI_IN_PLACE, b.words.data(), 1, vector_type_, combine_op_, comm_, &request),
+      "MPI_Iallreduce");
   Wait(&request, idle);
   *words = b.words;
 }
