@@ -2,7 +2,6 @@
 
 import json
 
-
 # How an allreduce shows that it ran: its collective, or its reduction inside
 # negotiation's exchange (a lone small cached allreduce riding with the bits).
 ALLREDUCE_RUNS = ("MPI_ALLREDUCE", "ALLREDUCE_IN_NEGOTIATION")
