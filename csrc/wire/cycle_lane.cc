@@ -124,13 +124,20 @@ CycleVectorSummary DecodeCycleVector(const std::vector<uint64_t>& reduced, int c
       summary.lane.slot >= cache_capacity) {
     throw WireError("cycle vector with a malformed lane header");
   }
-  const auto* bytes = reinterpret_cast<const uint8_t*>(&reduced[kLaneFixedWords]);
+  // Every byte past the payload's elements stays zero (encoders zero them, combining
+  // touches only the elements).
+  const uint64_t* payload = &reduced[kLaneFixedWords];
   const size_t used = static_cast<size_t>(summary.lane.count) * DataTypeSize(summary.lane.dtype);
-  if (std::any_of(bytes + used, bytes + payload_words * 8, [](uint8_t b) { return b != 0; })) {
-    throw WireError("cycle vector with a payload past its element count");
+  uint64_t spill = 0;
+  if (used % 8 != 0) {
+    uint64_t last = 0;
+    std::memcpy(&last, reinterpret_cast<const uint8_t*>(payload) + used, 8 - used % 8);
+    spill |= last;
   }
+  for (size_t w = (used + 7) / 8; w < payload_words; ++w) spill |= payload[w];
+  if (spill != 0) throw WireError("cycle vector with a payload past its element count");
   summary.lane_valid = true;
-  summary.payload = bytes;
+  summary.payload = reinterpret_cast<const uint8_t*>(payload);
   return summary;
 }
 
