@@ -125,6 +125,13 @@ void MpiExchange::AndAcrossRanks(std::vector<uint64_t>* words, bool idle) {
   *words = b.words;
 }
 
+// At 2 ranks the vectors are swapped pairwise and each rank combines them itself, in
+// rank order (rank 0's as `in`), so both get the same bits. MPI's non-blocking
+// allreduce runs a binomial tree there: rank 1 completes only once rank 0 has polled
+// again after rank 1's vector arrived, so whenever rank 0 sleeps between polls rank 1
+// finishes late, starts its next op late, and the two drift out of phase (the data
+// collective this replaces, a blocking allreduce, brought them back in step every
+// op). With the swap each rank completes as soon as the other has sent.
 void MpiExchange::CombineAcrossRanks(std::vector<uint64_t>* words, bool idle) {
   if (combine_op_ == MPI_OP_NULL || words->size() != options_.combine_words) {
     throw Error("negotiation: cycle vector of " + std::to_string(words->size()) + " words where " +
@@ -132,12 +139,31 @@ void MpiExchange::CombineAcrossRanks(std::vector<uint64_t>* words, bool idle) {
   }
   InFlight& b = *buffers_;
   b.words = *words;
-  MPI_Request request = MPI_REQUEST_NULL;
+  if (size_ != 2) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    CheckMpi(
+        MPI_Iallreduce(MPI_IN_PLACE, b.words.data(), 1, vector_type_, combine_op_, comm_, &request),
+        "MPI_Iallreduce");
+    Wait(&request, idle);
+    *words = b.words;
+    return;
+  }
+  constexpr int kSwapTag = 1;
+  b.peer_words.resize(b.words.size());
+  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   CheckMpi(
-      MPI_Iallreduce(MPI_IN_PLACE, b.words.data(), 1, vector_type_, combine_op_, comm_, &request),
-      "MPI_Iallreduce");
-  Wait(&request, idle);
-  *words = b.words;
+      MPI_Irecv(b.peer_words.data(), 1, vector_type_, 1 - rank_, kSwapTag, comm_, &requests[0]),
+      "MPI_Irecv");
+  CheckMpi(MPI_Isend(b.words.data(), 1, vector_type_, 1 - rank_, kSwapTag, comm_, &requests[1]),
+           "MPI_Isend");
+  Wait(requests, idle, 2);
+  if (rank_ == 0) {
+    CombineCycleVectors(b.words.data(), b.peer_words.data(), b.words.size());
+    *words = b.peer_words;
+  } else {
+    CombineCycleVectors(b.peer_words.data(), b.words.data(), b.words.size());
+    *words = b.words;
+  }
 }
 
 std::vector<Exchange::Bytes> MpiExchange::GatherAtRoot(Bytes mine) {
@@ -207,9 +233,9 @@ Exchange::Bytes MpiExchange::BroadcastFromRoot(Bytes bytes) {
   return out;
 }
 
-bool MpiExchange::Test(MPI_Request* request) {
+bool MpiExchange::Test(MPI_Request* requests, int count) {
   int done = 0;
-  CheckMpi(MPI_Test(request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+  CheckMpi(MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
   return done != 0;
 }
 
@@ -217,13 +243,13 @@ bool MpiExchange::Test(MPI_Request* request) {
 // a training thread needs, so after a short spin the wait polls with growing sleeps.
 // While this rank has no work, nothing of its own rides on the cycle: it polls
 // coarsely (up to cycle_time) until local work arrives.
-void MpiExchange::Wait(MPI_Request* request, bool idle) {
+void MpiExchange::Wait(MPI_Request* request, bool idle, int count) {
   using std::chrono::microseconds;
   const auto wait = PeerWait(options_.timeout_seconds, rank_);
   auto deadline = wait == Clock::duration::max() ? Clock::time_point::max() : Clock::now() + wait;
   if (idle) {
     auto pause = microseconds(50);
-    while (!Test(request)) {
+    while (!Test(request, count)) {
       CheckPeers(&deadline);
       if (options_.idle_wait(pause)) break;  // local work: from now on, latency counts
       pause = std::min(pause * 2, options_.idle_poll_cap);
@@ -231,10 +257,10 @@ void MpiExchange::Wait(MPI_Request* request, bool idle) {
   }
   const auto spin_until = Clock::now() + microseconds(20);
   while (Clock::now() < spin_until) {
-    if (Test(request)) return;
+    if (Test(request, count)) return;
   }
   auto pause = microseconds(5);
-  while (!Test(request)) {
+  while (!Test(request, count)) {
     CheckPeers(&deadline);
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, microseconds(100));

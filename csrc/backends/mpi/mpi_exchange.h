@@ -34,9 +34,9 @@ class MpiExchange : public Exchange {
  private:
   using Clock = std::chrono::steady_clock;
   void CheckAgreement();
-  // Polls `request` until it completes; throws PeerTimeout once the deadline passes.
-  void Wait(MPI_Request* request, bool idle);
-  bool Test(MPI_Request* request);
+  // Polls `requests` until all complete; throws PeerTimeout once the deadline passes.
+  void Wait(MPI_Request* requests, bool idle, int count = 1);
+  bool Test(MPI_Request* requests, int count);
   // Rank 0's verdict or a ping while waiting; the deadline once it has passed.
   void CheckPeers(Clock::time_point* deadline);
   [[noreturn]] void GiveUp(const std::vector<int>& missing, bool reported_by_root);
@@ -56,7 +56,7 @@ class MpiExchange : public Exchange {
   // Buffers of the collective in flight: MPI may use them until it completes, so
   // they are leaked with the communicators when it never does.
   struct InFlight {
-    std::vector<uint64_t> words;
+    std::vector<uint64_t> words, peer_words;
     std::vector<int64_t> sizes;
     int64_t my_size = 0;
     Bytes send, receive, block;
