@@ -9,6 +9,9 @@
 namespace lockstep {
 namespace {
 
+static_assert(kMaxNegotiationPayloadBytes == kMaxLanePayloadBytes,
+              "the setting's bound and the lane's must agree");
+
 // Whether a cached response may ride in a lane of `lane_bytes`, data aside: a lone
 // allreduce in host memory (GPU tensors never: their data is on the device), with a
 // plain reduce op (Adasum never), of 1 to lane_bytes bytes.
