@@ -188,6 +188,15 @@ Config ParseConfig(const Lookup& lookup) {
     config.cache_capacity = static_cast<int>(ReadInteger(
         *s, kMaxCacheCapacity, "a whole number from 0 to " + std::to_string(kMaxCacheCapacity)));
   }
+  if (auto s = FindSetting(lookup, "NEGOTIATION_PAYLOAD_BYTES")) {
+    config.negotiation_payload_bytes = static_cast<int>(
+        ReadInteger(*s, kMaxNegotiationPayloadBytes,
+                    "a whole number of bytes from 0 to " +
+                        std::to_string(kMaxNegotiationPayloadBytes) + ", a multiple of 8"));
+    if (config.negotiation_payload_bytes % 8 != 0) {
+      throw ConfigError(s->name + "=\"" + s->value + "\" is not a multiple of 8 bytes");
+    }
+  }
   if (auto s = FindSetting(lookup, "TIMELINE")) config.timeline_path = s->value;
   if (auto s = FindSetting(lookup, "TIMELINE_MARK_CYCLES")) {
     config.timeline_mark_cycles = ReadBool(*s);
@@ -223,7 +232,8 @@ std::string Describe(const Config& config) {
       << " chunk=" << config.chunk_bytes << "B"
       << " shm_allreduce_min_ranks=" << config.shm_allreduce_min_ranks
       << " cycle_time=" << config.cycle_time_ms << "ms"
-      << " cache_capacity=" << config.cache_capacity << " timeline="
+      << " cache_capacity=" << config.cache_capacity
+      << " negotiation_payload=" << config.negotiation_payload_bytes << "B timeline="
       << (config.timeline_path.empty() ? "none" : "\"" + config.timeline_path + "\"")
       << " mark_cycles=" << (config.timeline_mark_cycles ? "true" : "false") << " stall_check=";
   if (config.stall_check_disabled || config.stall_check_seconds == 0) {

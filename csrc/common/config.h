@@ -32,7 +32,13 @@ struct Config {
   int shm_allreduce_min_ranks = 3;
   double cycle_time_ms = 1.0;  // how long an idle background thread sleeps between cycles
   int cache_capacity = 1024;   // 0 disables the response cache
-  std::string timeline_path;   // empty: no timeline at start
+  // Bytes of payload lane in each cycle's bit exchange: a lone small cached allreduce
+  // reduces inside negotiation's one collective instead of in a second one of its own
+  // (Controller::FillLane says when); 0: no lane. A multiple of 8, at most 256. Off
+  // by default: bit for bit the same results, a lower median at 2 ranks, but a longer
+  // tail (docs/PERFORMANCE.md, "What negotiation now carries").
+  int negotiation_payload_bytes = 0;
+  std::string timeline_path;  // empty: no timeline at start
   bool timeline_mark_cycles = false;
   double stall_check_seconds = 60.0;  // 0 or stall_check_disabled: no stall warnings
   bool stall_check_disabled = false;
@@ -74,6 +80,7 @@ struct Config {
 };
 
 constexpr int kMaxCacheCapacity = 1 << 16;
+constexpr int kMaxNegotiationPayloadBytes = 256;  // wire/cycle_lane.h's kMaxLanePayloadBytes
 
 // A setting that is present but malformed; the message names the variable, the
 // value and what was expected.

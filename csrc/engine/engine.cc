@@ -181,7 +181,7 @@ bool Engine::RunCycles() {
   // autotuner's windows.
   const bool tuning = autotune_ && !result.responses.empty();
   const int64_t moved = tuning ? BytesOf(result.responses) : 0;
-  bool progress = RunSetCycle(global, std::move(result.responses));
+  bool progress = RunSetCycle(global, result);
   if (tuning) {
     if (auto tuned = autotune_->AfterCycle(moved)) ApplyTunedSettings(*tuned);
   }
@@ -189,7 +189,7 @@ bool Engine::RunCycles() {
     ProcessSet& set = *it->second;
     NegotiationResult own = set.controller().Negotiate(false, false, set.HasPending());
     CountCycle(own);
-    progress = RunSetCycle(set, std::move(own.responses)) || progress;
+    progress = RunSetCycle(set, own) || progress;
   }
   PollGpuFailures();
   UpdateBackoff(progress, result);
@@ -206,8 +206,14 @@ void Engine::PollGpuFailures() {
   }
 }
 
-bool Engine::RunSetCycle(ProcessSet& set, std::vector<Response> responses) {
+bool Engine::RunSetCycle(ProcessSet& set, NegotiationResult& result) {
+  std::vector<Response> responses = std::move(result.responses);
   const bool progress = !responses.empty();
+  if (result.ridden >= 0) {  // done without a collective: kept out of fusion
+    const auto ridden = responses.begin() + result.ridden;
+    ExecuteOne(set, *ridden, result.ridden_payload.data());
+    responses.erase(ridden);
+  }
   const FusionLimits host{config_.fusion_threshold_bytes, config_.chunk_bytes};
   const FusionLimits device{config_.gpu_fusion_threshold_bytes, kDeviceStandaloneBytes};
   for (const Response& response : PlanFusion(std::move(responses), host, device)) {
@@ -323,7 +329,7 @@ void Engine::AdmitNewEntries() {
 
 // Dispatches on the response's type: control messages complete the entries kept
 // for their type; every other response runs on the tensors it names.
-void Engine::ExecuteOne(ProcessSet& set, const Response& response) {
+void Engine::ExecuteOne(ProcessSet& set, const Response& response, const void* reduced) {
   auto& pending = set.pending();
   switch (response.type) {
     case ResponseType::kError: {
@@ -350,7 +356,7 @@ void Engine::ExecuteOne(ProcessSet& set, const Response& response) {
   }
   std::vector<OpResult> results;
   try {
-    results = set.runner().Run(response, entries);
+    results = set.runner().Run(response, entries, reduced);
   } catch (const std::exception& e) {
     for (size_t i = 0; i < names.size(); ++i) {
       if (entries[i]) Complete(set, names[i], Status::Aborted(e.what()), {});

@@ -82,14 +82,16 @@ class Engine {
   std::chrono::microseconds TimeUntilNextCycle();  // driver_ held
   void Stop(const std::string& reason);            // driver_ held
   bool RunCycles();                                // false when the ranks agreed to shut down
-  bool RunSetCycle(ProcessSet& set, std::vector<Response> responses);
+  bool RunSetCycle(ProcessSet& set, NegotiationResult& result);
   bool AnyPending() const;
   bool AnyUnsent() const;
   // Hands built entries to the queue, one handle each (`callbacks`: as for Enqueue).
   std::vector<Handle> Submit(std::vector<TensorEntry> entries, std::vector<DoneCallback> callbacks,
                              bool wake_loop);
   void AdmitNewEntries();
-  void ExecuteOne(ProcessSet& set, const Response& response);
+  // `reduced`: the response's data rode with negotiation's bits and is reduced already
+  // (NegotiationResult::ridden_payload); null: it runs its collective.
+  void ExecuteOne(ProcessSet& set, const Response& response, const void* reduced = nullptr);
   void FinishJoin(ProcessSet& set, const Response& response);
   void PollGpuFailures();
   void Complete(ProcessSet& set, const std::string& name, Status status, OpResult result);

@@ -33,13 +33,14 @@ Collectives& OpRunner::CollectivesFor(const Response& response,
 }
 
 std::vector<OpResult> OpRunner::Run(const Response& response,
-                                    const std::vector<TensorEntry*>& entries) {
+                                    const std::vector<TensorEntry*>& entries, const void* reduced) {
   std::vector<LocalTensor> tensors(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
     if (entries[i] == nullptr) continue;
     tensors[i].spec = &entries[i]->spec;
     tensors[i].ready = entries[i]->ready_event.get();
   }
+  if (reduced != nullptr) return host_.FinishReduced(response, tensors, reduced);
   return CollectivesFor(response, entries).Run(response, tensors);
 }
 

@@ -25,7 +25,10 @@ class OpRunner {
 
   // entries[i] is this rank's tensor for response.names[i], or nullptr when this rank
   // has joined. Returns one result per name; throws Error if the collective fails.
-  std::vector<OpResult> Run(const Response& response, const std::vector<TensorEntry*>& entries);
+  // `reduced`: an allreduce already reduced in negotiation's payload lane (host memory
+  // only), which is finished from it without a collective.
+  std::vector<OpResult> Run(const Response& response, const std::vector<TensorEntry*>& entries,
+                            const void* reduced = nullptr);
   void set_chunk_bytes(int64_t chunk_bytes) { host_.set_chunk_bytes(chunk_bytes); }
   // A failure of the GPU collectives since the last call (see Collectives::Poll).
   std::string Poll();

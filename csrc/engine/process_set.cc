@@ -2,6 +2,7 @@
 
 #include "engine/process_set_table.h"
 #include "wire/cycle_bits.h"
+#include "wire/cycle_lane.h"
 
 namespace lockstep {
 namespace {
@@ -38,6 +39,8 @@ std::unique_ptr<Exchange> NewExchange(Communicator& comm, const Config& config, 
   options.idle_poll_cap = std::chrono::microseconds(
       std::max<int64_t>(50, static_cast<int64_t>(config.cycle_time_ms * 1000)));
   options.and_words = CycleBitsWords(config.cache_capacity);
+  const int lane_bytes = Controller::LaneBytes(config);
+  options.combine_words = lane_bytes > 0 ? CycleVectorWords(config.cache_capacity, lane_bytes) : 0;
   return comm.NewExchange(std::move(options));
 }
 
@@ -73,6 +76,11 @@ ProcessSet::ProcessSet(int32_t id, std::shared_ptr<Communicator> comm, std::vect
                   topology_, config, logger),
       runner_(topology_, *backend_, timeline, config.chunk_bytes, GpuOptions(id, *comm_, config)) {
   if (id_ != 0) controller_.SetScope(Scope());
+  controller_.SetInputLookup([this](const std::string& name) -> const void* {
+    auto it = pending_.find(name);
+    if (it == pending_.end() || it->second.spec.device >= 0) return nullptr;
+    return it->second.spec.input;
+  });
 }
 
 std::string ProcessSet::Scope() const {

@@ -1,9 +1,35 @@
 #include "negotiation/controller.h"
 
+#include <cstring>
+
+#include "reduction/reduce_kernels.h"
+#include "reduction/scaling.h"
 #include "wire/cycle_bits.h"
 
 namespace lockstep {
 namespace {
+
+static_assert(kMaxNegotiationPayloadBytes == kMaxLanePayloadBytes,
+              "the setting's bound and the lane's must agree");
+
+// Whether a cached response may ride in a lane of `lane_bytes`, data aside: a lone
+// allreduce in host memory (GPU tensors never: their data is on the device), with a
+// plain reduce op (Adasum never), of 1 to lane_bytes bytes.
+bool CanRide(const Response& r, int lane_bytes) {
+  return r.type == ResponseType::kAllreduce && r.device < 0 && r.names.size() == 1 &&
+         r.sizes.size() == 1 && r.reduce_op != ReduceOp::kAdasum && r.sizes[0] >= 1 &&
+         r.sizes[0] * static_cast<int64_t>(DataTypeSize(r.dtype)) <= lane_bytes &&
+         (r.dtype != DataType::kBool || r.prescale == 1.0);
+}
+
+LaneHeader HeaderFor(int32_t slot, const Response& r) {
+  LaneHeader header;
+  header.slot = slot;
+  header.dtype = r.dtype;
+  header.reduce_op = r.reduce_op;
+  header.count = static_cast<int32_t>(r.sizes[0]);
+  return header;
+}
 
 bool TestBit(const std::vector<uint64_t>& words, int32_t id) {
   return (words[id / 64] >> (id % 64)) & 1u;
@@ -28,10 +54,15 @@ Controller::Controller(std::unique_ptr<Exchange> exchange, const Topology& topol
       logger_(logger),
       exchange_(std::move(exchange)),
       cache_(config.cache_capacity),
-      stall_inspector_(config, logger) {
+      stall_inspector_(config, logger),
+      lane_bytes_(LaneBytes(config)) {
   if (topology_.rank == 0) {
     coordinator_ = std::make_unique<Coordinator>(topology_.size, stall_inspector_);
   }
+}
+
+int Controller::LaneBytes(const Config& config) {
+  return config.cache_capacity > 0 ? config.negotiation_payload_bytes : 0;
 }
 
 int32_t Controller::CacheHit(const Request& request) const {
@@ -71,7 +102,7 @@ NegotiationResult Controller::Negotiate(bool shutdown_requested, bool joined, bo
     result.shutdown = true;
     return result;
   }
-  TakeReadyFromCache(ready, &result.responses);
+  TakeReadyFromCache(ready, &result);
   result.cached_responses = static_cast<int>(result.responses.size());
   TrackPartial(partial);
   cache_paused_ = flags.any_joined;
@@ -100,20 +131,76 @@ Controller::Flags Controller::ExchangeBits(bool shutdown_requested, bool joined,
   if (!joined) {
     for (const auto& [id, request] : cached_pending_) local.ready_slots.push_back(id);
   }
-  std::vector<uint64_t> vec = EncodeCycleBits(cache_.capacity(), local);
-
-  exchange_->AndAcrossRanks(&vec, /*idle=*/!has_pending);
-
-  CycleBitsSummary summary = DecodeCycleBits(vec, cache_.capacity());
+  CycleBitsSummary summary;
+  ridden_slot_ = -1;
+  if (lane_bytes_ > 0) {
+    LaneHeader header;
+    const bool carry = FillLane(joined, &header);
+    std::vector<uint64_t> vec = EncodeCycleVector(cache_.capacity(), local, lane_bytes_,
+                                                  carry ? &header : nullptr, lane_payload_.data());
+    exchange_->CombineAcrossRanks(&vec, /*idle=*/!has_pending);
+    CycleVectorSummary reduced = DecodeCycleVector(vec, cache_.capacity(), lane_bytes_);
+    DecideRide(reduced, reduced.bits.ready);
+    summary = std::move(reduced.bits);
+  } else {
+    std::vector<uint64_t> vec = EncodeCycleBits(cache_.capacity(), local);
+    exchange_->AndAcrossRanks(&vec, /*idle=*/!has_pending);
+    summary = DecodeCycleBits(vec, cache_.capacity());
+  }
   *ready = std::move(summary.ready);
   *partial = std::move(summary.partial);
   return Flags{summary.all_pending, summary.any_pending, summary.need_full_round, summary.shutdown,
                summary.any_joined};
 }
 
-void Controller::TakeReadyFromCache(const std::vector<uint64_t>& ready,
-                                    std::vector<Response>* out) {
+// A rank carries a tensor in the lane only while it is the one cached tensor this rank
+// has waiting: then, if every rank carries it, it is also the only cached response of
+// the cycle, so riding saves its whole data collective; with several ready they share
+// a fused collective anyway, which riding would not save. The contribution is the
+// input after prescale, exactly what the data path reduces (ChunkedAllreduce), and it
+// rides only where every order of combining gives the data path's bits (see
+// ReducesExactlyInAnyOrder). Every rank checks its own contribution; one that fails
+// leaves its lane empty, which empties the lane everywhere.
+bool Controller::FillLane(bool joined, LaneHeader* header) {
+  if (joined || cache_paused_ || cached_pending_.size() != 1 || !input_lookup_) return false;
+  const auto& [id, request] = *cached_pending_.begin();
+  const Response& response = cache_.Get(id);
+  if (!CanRide(response, lane_bytes_)) return false;
+  const void* input = input_lookup_(request.name);
+  if (input == nullptr) return false;
+  const int64_t count = response.sizes[0];
+  void* payload = lane_payload_.data();
+  std::memcpy(payload, input, static_cast<size_t>(count) * DataTypeSize(response.dtype));
+  ScaleInPlace(payload, count, response.dtype, response.prescale);
+  if (!ReducesExactlyInAnyOrder(payload, count, response.dtype, response.reduce_op,
+                                topology_.size)) {
+    return false;
+  }
+  *header = HeaderFor(id, response);
+  return true;
+}
+
+// Rides when every rank carried the same tensor (the lane survived the reduction) and
+// its bit is set everywhere. The reduced vector is the same on every rank, and so is
+// the cache, so every rank decides alike.
+void Controller::DecideRide(const CycleVectorSummary& summary, const std::vector<uint64_t>& ready) {
+  if (!summary.lane_valid) return;
+  const LaneHeader& lane = summary.lane;
+  if (!TestBit(ready, lane.slot) || !cache_.Contains(lane.slot)) return;
+  const Response& response = cache_.Get(lane.slot);
+  if (!CanRide(response, lane_bytes_) || !(HeaderFor(lane.slot, response) == lane)) return;
+  ridden_slot_ = lane.slot;
+  std::memcpy(ridden_payload_.data(), summary.payload,
+              static_cast<size_t>(lane.count) * DataTypeSize(lane.dtype));
+}
+
+void Controller::TakeReadyFromCache(const std::vector<uint64_t>& ready, NegotiationResult* result) {
+  std::vector<Response>* out = &result->responses;
   ForEachSetBit(ready, [&](int32_t id) {
+    if (id == ridden_slot_) {
+      result->ridden = static_cast<int>(out->size());
+      result->ridden_payload = ridden_payload_;
+    }
     out->push_back(cache_.Get(id));
     cache_.Touch(id);
     cached_pending_.erase(id);

@@ -3,6 +3,7 @@
 // coordinator on rank 0. Keeps the response cache identical on all ranks.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -16,6 +17,7 @@
 #include "negotiation/exchange.h"
 #include "negotiation/response_cache.h"
 #include "negotiation/stall_inspector.h"
+#include "wire/cycle_lane.h"
 #include "wire/message.h"
 
 namespace lockstep {
@@ -27,6 +29,11 @@ struct NegotiationResult {
   bool any_rank_waiting = false;    // some rank had unfinished work when the cycle began
   int cached_responses = 0;         // how many of `responses` came from the cache
   bool full_round = false;          // the cycle went through the coordinator
+  // responses[ridden], when >= 0, is an allreduce whose data rode with the bits: its
+  // reduction is done (ridden_payload: every rank's prescaled contribution combined,
+  // before postscale and Average's division) and it needs no data collective.
+  int ridden = -1;
+  std::array<uint8_t, kMaxLanePayloadBytes> ridden_payload{};
 };
 
 class Controller {
@@ -35,9 +42,13 @@ class Controller {
   // Sleeps up to the given time, returning true early when local work (or a wake-up)
   // arrives: how the exchange waits for other ranks while its own rank is idle.
   using IdleWait = Exchange::IdleWait;
+  // This rank's input for a pending tensor, by name, in host memory; nullptr when it
+  // has none there (so its data cannot ride with the bits).
+  using InputLookup = std::function<const void*(const std::string& name)>;
 
   // `exchange` carries the cycle's messages among the set's ranks (topology.size of
-  // them); its AND vectors are CycleBitsWords(config.cache_capacity) long.
+  // them); its AND vectors are CycleBitsWords(config.cache_capacity) long, and with
+  // config.negotiation_payload_bytes > 0 it combines CycleVectorWords(...) instead.
   Controller(std::unique_ptr<Exchange> exchange, const Topology& topology, const Config& config,
              const Logger& logger);
 
@@ -47,8 +58,13 @@ class Controller {
   void Admit(std::vector<Request> batch);
   NegotiationResult Negotiate(bool shutdown_requested, bool joined, bool has_pending);
   bool HasUnsent() const { return !unsent_.empty(); }
+  // The payload lane's size for `config`: none without a response cache.
+  static int LaneBytes(const Config& config);
   // Appended to stall warnings (ranks here are the communicator's, 0..size-1).
   void SetScope(const std::string& scope) { stall_inspector_.set_scope(scope); }
+  // Where the data of a lone small cached allreduce comes from, to ride with the bits
+  // (FillLane); without it, nothing rides.
+  void SetInputLookup(InputLookup lookup) { input_lookup_ = std::move(lookup); }
 
  private:
   struct Flags {
@@ -56,7 +72,10 @@ class Controller {
   };
   Flags ExchangeBits(bool shutdown_requested, bool joined, bool has_pending,
                      std::vector<uint64_t>* ready, std::vector<uint64_t>* partial);
-  void TakeReadyFromCache(const std::vector<uint64_t>& ready, std::vector<Response>* out);
+  // The payload lane.
+  bool FillLane(bool joined, LaneHeader* header);
+  void DecideRide(const CycleVectorSummary& summary, const std::vector<uint64_t>& ready);
+  void TakeReadyFromCache(const std::vector<uint64_t>& ready, NegotiationResult* out);
   void TrackPartial(const std::vector<uint64_t>& partial);
   ResponseList FullRound();
   void ApplyCacheUpdates(const ResponseList& list);
@@ -74,6 +93,12 @@ class Controller {
   std::vector<Request> unsent_;
   std::map<int32_t, Clock::time_point> partial_since_;  // rank 0: slots pending somewhere
   bool cache_paused_ = false;  // while a rank has joined, everything goes in full
+  int lane_bytes_ = 0;         // config.negotiation_payload_bytes
+  InputLookup input_lookup_;
+  std::array<uint64_t, kMaxLanePayloadBytes / 8> lane_payload_{};  // what this rank carries
+  // This cycle's riding slot (-1: none) and its combined payload, the same on every rank.
+  int32_t ridden_slot_ = -1;
+  std::array<uint8_t, kMaxLanePayloadBytes> ridden_payload_{};
 };
 
 }  // namespace lockstep

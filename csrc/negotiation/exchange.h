@@ -1,5 +1,5 @@
-// The seam between negotiation and the transport that carries it: the three
-// exchanges one cycle needs among a process set's ranks. The MPI implementation lives
+// The seam between negotiation and the transport that carries it: the exchanges one
+// cycle needs among a process set's ranks. The MPI implementation lives
 // in backends/mpi/mpi_exchange; unit tests use an in-process one. Every call is
 // bounded by the peer timeout: a rank that stops answering ends in PeerTimeout naming
 // it, on every rank that is left, never in a hang.
@@ -31,6 +31,9 @@ struct ExchangeOptions {
   IdleWait idle_wait;
   std::chrono::microseconds idle_poll_cap{1000};  // longest sleep between polls while idle
   size_t and_words = 0;  // AndAcrossRanks' vector length, the same on every rank
+  // CombineAcrossRanks' vector length, the same on every rank; 0: it is never called
+  // (negotiation carries no payload lane).
+  size_t combine_words = 0;
 };
 
 class Exchange {
@@ -43,6 +46,10 @@ class Exchange {
   // Bitwise AND of every rank's words, on every rank. `idle`: this rank has nothing
   // pending, so it may wait coarsely until local work arrives. Throws PeerTimeout.
   virtual void AndAcrossRanks(std::vector<uint64_t>* words, bool idle) = 0;
+  // The same for a cycle vector with a payload lane (wire/cycle_lane.h): every rank's
+  // vector combined with CombineCycleVectors, in one reduction that never splits a
+  // vector, so the lane's payload reduces along with the bits.
+  virtual void CombineAcrossRanks(std::vector<uint64_t>* words, bool idle) = 0;
   // Rank 0 gets every rank's bytes (index = rank); the others get nothing.
   virtual std::vector<Bytes> GatherAtRoot(Bytes mine) = 0;
   // Every rank gets rank 0's bytes.

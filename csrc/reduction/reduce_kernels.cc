@@ -1,8 +1,10 @@
 #include "reduction/reduce_kernels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <type_traits>
 
+#include "common/half.h"
 #include "reduction/scaling.h"
 
 namespace lockstep {
@@ -56,7 +58,50 @@ void ReduceBool(const uint8_t* in, uint8_t* inout, int64_t count, ReduceOp op) {
   }
 }
 
+// The elements as float or double, for the floating point checks.
+template <typename T, typename Check>
+bool AllOf(const void* data, int64_t count, Check check) {
+  const T* values = static_cast<const T*>(data);
+  for (int64_t i = 0; i < count; ++i) {
+    if (!check(values[i])) return false;
+  }
+  return true;
+}
+
+template <typename Check>
+bool AllFloats(const void* data, int64_t count, DataType dtype, Check check) {
+  switch (dtype) {
+    case DataType::kFloat32:
+      return AllOf<float>(data, count, [&](float v) { return check(static_cast<double>(v)); });
+    case DataType::kFloat64:
+      return AllOf<double>(data, count, check);
+    case DataType::kFloat16:
+      return AllOf<uint16_t>(data, count, [&](uint16_t v) { return check(Float16ToFloat(v)); });
+    case DataType::kBFloat16:
+      return AllOf<uint16_t>(data, count, [&](uint16_t v) { return check(BFloat16ToFloat(v)); });
+    default:
+      return true;
+  }
+}
+
 }  // namespace
+
+bool ReducesExactlyInAnyOrder(const void* data, int64_t count, DataType dtype, ReduceOp op,
+                              int ranks) {
+  if (!IsFloatingPoint(dtype)) return op != ReduceOp::kAdasum;
+  switch (op) {
+    case ReduceOp::kMin:
+    case ReduceOp::kMax:
+      return AllFloats(data, count, dtype, [](double v) { return !std::isnan(v) && v != 0; });
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage:
+    case ReduceOp::kProduct:
+      return ranks <= 2 && AllFloats(data, count, dtype, [](double v) { return !std::isnan(v); });
+    case ReduceOp::kAdasum:
+      return false;
+  }
+  return false;
+}
 
 void ReduceInto(const void* in, void* inout, int64_t count, DataType dtype, ReduceOp op) {
   switch (dtype) {

@@ -13,4 +13,20 @@ namespace lockstep {
 // caller divides).
 void ReduceInto(const void* in, void* inout, int64_t count, DataType dtype, ReduceOp op);
 
+// Whether reducing `ranks` contributions, each of which passes this check, gives the
+// same bits whatever the order and grouping of the combinations and whichever correct
+// kernel performs them (ReduceInto here, MPI's or a vendor's op elsewhere): so a
+// reduction done another way (negotiation's payload lane) matches the data path's.
+//  - Integers and bool: sums and products wrap modulo 2^n, and min, max, any and all
+//    are exact; all are associative and commutative. Always true.
+//  - Floating point Min/Max return one of their inputs, which any order finds, except
+//    with NaN (which operand comes out differs between std::min, MPI's op and vector
+//    min instructions) and with zeros (-0 and +0 compare equal but differ in bits).
+//  - Floating point Sum/Average/Product round at every step, so the grouping changes
+//    the result ((a + b) + c != a + (b + c)). With at most 2 ranks there is a single
+//    combination, and IEEE a + b and a * b are exactly commutative, except for which
+//    NaN's payload comes out. So: at most 2 ranks and no NaN.
+bool ReducesExactlyInAnyOrder(const void* data, int64_t count, DataType dtype, ReduceOp op,
+                              int ranks);
+
 }  // namespace lockstep

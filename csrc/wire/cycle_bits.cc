@@ -1,5 +1,6 @@
 #include "wire/cycle_bits.h"
 
+#include <algorithm>
 #include <string>
 
 #include "wire/wire.h"
@@ -30,8 +31,14 @@ size_t CycleBitsWords(int cache_capacity) {
 }
 
 std::vector<uint64_t> EncodeCycleBits(int cache_capacity, const CycleBitsLocal& local) {
+  std::vector<uint64_t> vec(CycleBitsWords(cache_capacity), 0);
+  EncodeCycleBitsInto(cache_capacity, local, vec.data());
+  return vec;
+}
+
+void EncodeCycleBitsInto(int cache_capacity, const CycleBitsLocal& local, uint64_t* vec) {
   const size_t words = (CycleBitsWords(cache_capacity) - 2) / 2;
-  std::vector<uint64_t> vec(2 + 2 * words, 0);
+  std::fill(vec, vec + 2 + 2 * words, 0);
   uint64_t or_flags = 0;
   if (local.need_full_round) or_flags |= kOrNeedFullRound;
   if (local.shutdown) or_flags |= kOrShutdown;
@@ -47,15 +54,18 @@ std::vector<uint64_t> EncodeCycleBits(int cache_capacity, const CycleBitsLocal& 
     vec[2 + slot / 64] |= uint64_t{1} << (slot % 64);
   }
   for (size_t w = 0; w < words; ++w) vec[2 + words + w] = ~vec[2 + w];
-  return vec;
 }
 
 CycleBitsSummary DecodeCycleBits(const std::vector<uint64_t>& reduced, int cache_capacity) {
-  if (reduced.size() != CycleBitsWords(cache_capacity)) {
-    throw WireError("cycle bit vector of " + std::to_string(reduced.size()) + " words where " +
+  return DecodeCycleBits(reduced.data(), reduced.size(), cache_capacity);
+}
+
+CycleBitsSummary DecodeCycleBits(const uint64_t* reduced, size_t size, int cache_capacity) {
+  if (size != CycleBitsWords(cache_capacity)) {
+    throw WireError("cycle bit vector of " + std::to_string(size) + " words where " +
                     std::to_string(CycleBitsWords(cache_capacity)) + " were expected");
   }
-  const size_t words = (reduced.size() - 2) / 2;
+  const size_t words = (size - 2) / 2;
   const uint64_t any = ~reduced[1];
   if ((reduced[0] & ~kAndFlags) != 0 || (any & ~kOrFlags) != 0) {
     throw WireError("cycle bit vector sets unknown flags");
@@ -66,7 +76,7 @@ CycleBitsSummary DecodeCycleBits(const std::vector<uint64_t>& reduced, int cache
   summary.need_full_round = (any & kOrNeedFullRound) != 0;
   summary.shutdown = (any & kOrShutdown) != 0;
   summary.any_joined = (any & kOrJoined) != 0;
-  summary.ready.assign(reduced.begin() + 2, reduced.begin() + 2 + static_cast<ptrdiff_t>(words));
+  summary.ready.assign(reduced + 2, reduced + 2 + words);
   summary.partial.resize(words);
   for (size_t w = 0; w < words; ++w) {
     const uint64_t on_some = ~reduced[2 + words + w];

@@ -34,8 +34,11 @@ struct CycleBitsSummary {
 size_t CycleBitsWords(int cache_capacity);  // the vector's length in u64 words
 // Throws WireError for a slot outside [0, cache_capacity).
 std::vector<uint64_t> EncodeCycleBits(int cache_capacity, const CycleBitsLocal& local);
+// The same into `out`, CycleBitsWords(cache_capacity) words (a longer vector's tail).
+void EncodeCycleBitsInto(int cache_capacity, const CycleBitsLocal& local, uint64_t* out);
 // Throws WireError when the vector has the wrong length or sets bits beyond the
 // capacity or flags that do not exist (a rank configured differently, or corruption).
 CycleBitsSummary DecodeCycleBits(const std::vector<uint64_t>& reduced, int cache_capacity);
+CycleBitsSummary DecodeCycleBits(const uint64_t* reduced, size_t words, int cache_capacity);
 
 }  // namespace lockstep

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "negotiation/exchange.h"
+#include "wire/cycle_lane.h"
 
 namespace lockstep {
 
@@ -27,6 +28,9 @@ class InProcessHub {
   // Exchanges started by each kind, counted once per round (not per rank).
   int and_rounds() const { return Count(and_rounds_); }
   int gather_rounds() const { return Count(gather_rounds_); }
+  int combine_rounds() const { return Count(combine_rounds_); }       // with a payload lane
+  int bit_rounds() const { return and_rounds() + combine_rounds(); }  // either kind
+  int data_rounds() const { return Count(data_rounds_); }
   int broadcast_rounds() const { return Count(broadcast_rounds_); }
   // A round of some other kind (data collectives of an in-process backend).
   std::vector<Bytes> DataRound(int rank, Bytes mine) {
@@ -69,6 +73,7 @@ class InProcessHub {
   int arrived_ = 0;
   uint64_t generation_ = 0;
   int and_rounds_ = 0, gather_rounds_ = 0, broadcast_rounds_ = 0, data_rounds_ = 0;
+  int combine_rounds_ = 0;
 };
 
 class InProcessExchange : public Exchange {
@@ -86,6 +91,22 @@ class InProcessExchange : public Exchange {
         (*words)[i] &= word;
       }
     }
+  }
+  // Every rank folds the vectors in rank order, as one reduction would, so all get the
+  // same result.
+  void CombineAcrossRanks(std::vector<uint64_t>* words, bool idle) override {
+    Bytes mine(words->size() * sizeof(uint64_t));
+    std::memcpy(mine.data(), words->data(), mine.size());
+    const std::vector<Bytes> all = hub_.Round(rank_, std::move(mine), &hub_.combine_rounds_);
+    std::vector<uint64_t> acc(words->size()), theirs(words->size());
+    for (size_t r = 0; r < all.size(); ++r) {
+      if (all[r].size() != words->size() * sizeof(uint64_t)) {
+        throw Error("combine of unequal lengths");
+      }
+      std::memcpy(r == 0 ? acc.data() : theirs.data(), all[r].data(), all[r].size());
+      if (r > 0) CombineCycleVectors(theirs.data(), acc.data(), acc.size());
+    }
+    *words = std::move(acc);
   }
   std::vector<Bytes> GatherAtRoot(Bytes mine) override {
     std::vector<Bytes> all = hub_.Round(rank_, std::move(mine), &hub_.gather_rounds_);

@@ -110,6 +110,15 @@ TEST(ConfigTest, HorovodAliasUsedWhenLockstepNameUnset) {
   EXPECT_EQ(config.cycle_time_ms, 7.0);
 }
 
+TEST(ConfigTest, NegotiationPayloadIsOffByDefaultAndAMultipleOfEightUpTo256) {
+  EXPECT_EQ(Parse({}).negotiation_payload_bytes, 0);
+  EXPECT_EQ(Parse({{"LOCKSTEP_NEGOTIATION_PAYLOAD_BYTES", "64"}}).negotiation_payload_bytes, 64);
+  EXPECT_EQ(Parse({{"LOCKSTEP_NEGOTIATION_PAYLOAD_BYTES", "256"}}).negotiation_payload_bytes, 256);
+  for (const char* bad : {"12", "264", "-8", "64B"}) {
+    EXPECT_THROW(Parse({{"LOCKSTEP_NEGOTIATION_PAYLOAD_BYTES", bad}}), ConfigError) << bad;
+  }
+}
+
 TEST(ConfigTest, AcceptsBoundaryValues) {
   Config config = Parse({{"LOCKSTEP_FUSION_THRESHOLD", "0"},
                          {"LOCKSTEP_CACHE_CAPACITY", "65536"},

@@ -103,7 +103,7 @@ TEST(Controller, FirstCycleGoesThroughTheCoordinatorThenTheCacheTakesOneExchange
     EXPECT_EQ(result.cached_responses, 0);
     EXPECT_EQ(Names(result), std::vector<std::string>{"x"});
   }
-  EXPECT_EQ(job.hub().and_rounds(), 1);
+  EXPECT_EQ(job.hub().bit_rounds(), 1);
   EXPECT_EQ(job.hub().gather_rounds(), 1);
   EXPECT_EQ(job.hub().broadcast_rounds(), 1);
 
@@ -114,7 +114,7 @@ TEST(Controller, FirstCycleGoesThroughTheCoordinatorThenTheCacheTakesOneExchange
     EXPECT_EQ(Names(result), std::vector<std::string>{"x"});
   }
   // The steady state: one AND across ranks per cycle, nothing else.
-  EXPECT_EQ(job.hub().and_rounds(), 2);
+  EXPECT_EQ(job.hub().bit_rounds(), 2);
   EXPECT_EQ(job.hub().gather_rounds(), 1);
   EXPECT_EQ(job.hub().broadcast_rounds(), 1);
 }
@@ -212,7 +212,7 @@ TEST(Controller, IdleCycleNeedsNoCoordinator) {
     EXPECT_FALSE(result.any_rank_waiting);
     EXPECT_TRUE(result.responses.empty());
   }
-  EXPECT_EQ(job.hub().and_rounds(), 1);
+  EXPECT_EQ(job.hub().bit_rounds(), 1);
   EXPECT_EQ(job.hub().gather_rounds(), 0);
 }
 

@@ -27,13 +27,15 @@ Config TestConfig() {
 
 class InProcessJob {
  public:
-  explicit InProcessJob(int size) : hub_(size), handles_(size), namers_(size) {
+  explicit InProcessJob(int size, const Config& config = TestConfig())
+      : hub_(size), handles_(size), namers_(size) {
     for (int rank = 0; rank < size; ++rank) {
-      engines_.push_back(std::make_unique<Engine>(InProcessWorld(hub_, rank), TestConfig(),
+      engines_.push_back(std::make_unique<Engine>(InProcessWorld(hub_, rank), config,
                                                   handles_[rank], namers_[rank]));
     }
   }
   int size() const { return hub_.size(); }
+  const InProcessHub& hub() const { return hub_; }
   Engine& engine(int rank) { return *engines_.at(rank); }
   HandleTable& handles(int rank) { return handles_.at(rank); }
 
@@ -90,6 +92,37 @@ TEST(EngineLoop, AllreduceGivesEveryRankTheSumAndTheSecondTimeComesFromTheCache)
     EXPECT_EQ(stats.negotiated_responses, 1) << "rank " << rank;
     EXPECT_EQ(stats.cached_responses, 1) << "rank " << rank;
   }
+}
+
+TEST(EngineLoop, ALoneSmallCachedAllreduceRidesWithTheBitsAndFinishesLikeTheDataPath) {
+  Config config = TestConfig();
+  config.negotiation_payload_bytes = 64;
+  InProcessJob job(2, config);
+  std::vector<std::vector<int32_t>> inputs = {{7, -3, 100}, {5, 9, -1}};
+  std::vector<std::vector<int32_t>> outputs(2, std::vector<int32_t>(3));
+  auto spec = [&](int rank) {
+    OpSpec s;
+    s.name = "metric";
+    s.dtype = DataType::kInt32;
+    s.reduce_op = ReduceOp::kAverage;  // Sum, then postscale / size, truncated
+    s.prescale = 2.0;
+    s.postscale = 1.5;
+    s.shape = {3};
+    s.input = inputs[rank].data();
+    s.output = outputs[rank].data();
+    return s;
+  };
+  // (2a + 2b) * 1.5 / 2, truncated toward zero.
+  const std::vector<int32_t> expected = {18, 9, 148};
+  for (const auto& outcome : job.RunEverywhere(spec)) EXPECT_EQ(outcome.error, "");
+  for (int rank = 0; rank < 2; ++rank) EXPECT_EQ(outputs[rank], expected) << "rank " << rank;
+  const int data_rounds = job.hub().data_rounds();
+  EXPECT_GE(data_rounds, 1);  // the first time, negotiated in full, with its collective
+  for (int rank = 0; rank < 2; ++rank) outputs[rank].assign(3, 0);
+  for (const auto& outcome : job.RunEverywhere(spec)) EXPECT_EQ(outcome.error, "");
+  for (int rank = 0; rank < 2; ++rank) EXPECT_EQ(outputs[rank], expected) << "rank " << rank;
+  EXPECT_EQ(job.hub().data_rounds(), data_rounds);  // the second time it rode
+  EXPECT_GE(job.hub().combine_rounds(), 2);
 }
 
 TEST(EngineLoop, AllgatherOfUnevenRowsAndBroadcast) {

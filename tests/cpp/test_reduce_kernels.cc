@@ -72,5 +72,32 @@ TEST(ReduceIntoTest, SixteenBitTypesReduceInFloatAndRoundBack) {
             (std::vector<uint16_t>{FloatToBFloat16(-1.5f)}));
 }
 
+TEST(ReducesExactlyInAnyOrderTest, IntegersAlwaysFloatsOnlyWhereNoOrderCanShow) {
+  const std::vector<int8_t> ints = {-128, 0, 127};
+  for (ReduceOp op :
+       {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+    EXPECT_TRUE(ReducesExactlyInAnyOrder(ints.data(), 3, DataType::kInt8, op, 64));
+  }
+  EXPECT_FALSE(ReducesExactlyInAnyOrder(ints.data(), 3, DataType::kInt8, ReduceOp::kAdasum, 2));
+  const std::vector<float> plain = {1.5f, -2.0f}, zero = {1.0f, -0.0f};
+  const std::vector<float> nan = {1.0f, std::numeric_limits<float>::quiet_NaN()};
+  // Sums and products: a single combination (2 ranks) and no NaN.
+  EXPECT_TRUE(ReducesExactlyInAnyOrder(plain.data(), 2, DataType::kFloat32, ReduceOp::kSum, 2));
+  EXPECT_TRUE(ReducesExactlyInAnyOrder(zero.data(), 2, DataType::kFloat32, ReduceOp::kProduct, 1));
+  EXPECT_FALSE(ReducesExactlyInAnyOrder(plain.data(), 2, DataType::kFloat32, ReduceOp::kSum, 3));
+  EXPECT_FALSE(ReducesExactlyInAnyOrder(nan.data(), 2, DataType::kFloat32, ReduceOp::kAverage, 2));
+  // Min and max: any rank count, but neither NaN nor zeros of either sign.
+  EXPECT_TRUE(ReducesExactlyInAnyOrder(plain.data(), 2, DataType::kFloat32, ReduceOp::kMin, 9));
+  EXPECT_FALSE(ReducesExactlyInAnyOrder(zero.data(), 2, DataType::kFloat32, ReduceOp::kMax, 2));
+  EXPECT_FALSE(ReducesExactlyInAnyOrder(nan.data(), 2, DataType::kFloat32, ReduceOp::kMin, 2));
+  const std::vector<uint16_t> half_nan = {FloatToFloat16(1.0f), 0x7e00};
+  const std::vector<uint16_t> bf_zero = {FloatToBFloat16(2.0f), 0x8000};
+  const std::vector<double> wide = {3.0, 1e300};
+  EXPECT_FALSE(ReducesExactlyInAnyOrder(half_nan.data(), 2, DataType::kFloat16, ReduceOp::kSum, 2));
+  EXPECT_FALSE(ReducesExactlyInAnyOrder(bf_zero.data(), 2, DataType::kBFloat16, ReduceOp::kMax, 4));
+  EXPECT_TRUE(ReducesExactlyInAnyOrder(wide.data(), 2, DataType::kFloat64, ReduceOp::kMax, 4));
+  EXPECT_FALSE(ReducesExactlyInAnyOrder(wide.data(), 2, DataType::kFloat64, ReduceOp::kAdasum, 2));
+}
+
 }  // namespace
 }  // namespace lockstep

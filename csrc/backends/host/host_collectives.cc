@@ -128,6 +128,25 @@ std::vector<OpResult> HostCollectives::RunAllreduce(const Response& r,
   return results;
 }
 
+std::vector<OpResult> HostCollectives::FinishReduced(const Response& r,
+                                                     const std::vector<LocalTensor>& tensors,
+                                                     const void* reduced) {
+  if (r.type != ResponseType::kAllreduce || r.names.size() != 1 || tensors.size() != 1 ||
+      tensors[0].spec == nullptr) {
+    throw Error("internal error: a reduced payload for " + r.names.front() +
+                ", which is not one local allreduce");
+  }
+  const OpSpec& spec = *tensors[0].spec;
+  const int64_t count = r.sizes.at(0);
+  Phase(r.names, "ALLREDUCE_IN_NEGOTIATION");
+  std::memcpy(spec.output, reduced, static_cast<size_t>(count) * DataTypeSize(r.dtype));
+  FinishReduction(spec.output, count, r);
+  EndPhase(r.names);
+  std::vector<OpResult> results(1);
+  results[0].shape = spec.shape;
+  return results;
+}
+
 // Adasum needs each tensor whole (its coefficients come from whole-tensor dot
 // products), so a response is combined in one piece rather than in chunks: a lone
 // tensor in its output (as Horovod does unfused), a fused one packed into staging.

@@ -25,6 +25,12 @@ class HostCollectives : public Collectives {
   // MPI staging hands host copies of device tensors here.
   std::vector<OpResult> Run(const Response& response,
                             const std::vector<LocalTensor>& tensors) override;
+  // A single-tensor allreduce whose reduction already happened (it rode in
+  // negotiation's payload lane): `reduced` holds every rank's prescaled contribution
+  // combined; the output gets it, finished as RunAllreduce finishes its result
+  // (postscale, Average's division). Timeline phase: ALLREDUCE_IN_NEGOTIATION.
+  std::vector<OpResult> FinishReduced(const Response& response,
+                                      const std::vector<LocalTensor>& tensors, const void* reduced);
   void set_chunk_bytes(int64_t chunk_bytes) { chunk_bytes_ = chunk_bytes; }
 
  private:

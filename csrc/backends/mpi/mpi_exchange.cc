@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <thread>
 
 #include "negotiation/peer_deadline.h"
+#include "wire/cycle_lane.h"
 
 namespace lockstep {
 namespace {
@@ -26,6 +28,32 @@ int CountOf(size_t bytes) {
   return static_cast<int>(bytes);
 }
 
+// The payload lane's reduction. MPI hands a user op no context, but the vector
+// describes its own layout; only its length comes from the datatype. Each call gets
+// whole vectors (the datatype is one vector), `*len` of them.
+void CombineVectors(void* in, void* inout, int* len, MPI_Datatype* datatype) {
+  int bytes = 0;
+  MPI_Type_size(*datatype, &bytes);
+  const size_t words = static_cast<size_t>(bytes) / sizeof(uint64_t);
+  const bool aligned = reinterpret_cast<uintptr_t>(in) % alignof(uint64_t) == 0 &&
+                       reinterpret_cast<uintptr_t>(inout) % alignof(uint64_t) == 0;
+  for (int i = 0; i < *len; ++i) {
+    char* a = static_cast<char*>(in) + i * words * sizeof(uint64_t);
+    char* b = static_cast<char*>(inout) + i * words * sizeof(uint64_t);
+    if (aligned) {
+      CombineCycleVectors(reinterpret_cast<const uint64_t*>(a), reinterpret_cast<uint64_t*>(b),
+                          words);
+      continue;
+    }
+    // MPI's own staging buffers are malloc'd, so this is never expected; but cheap.
+    std::vector<uint64_t> theirs(words), mine(words);
+    std::memcpy(theirs.data(), a, words * sizeof(uint64_t));
+    std::memcpy(mine.data(), b, words * sizeof(uint64_t));
+    CombineCycleVectors(theirs.data(), mine.data(), words);
+    std::memcpy(b, mine.data(), words * sizeof(uint64_t));
+  }
+}
+
 }  // namespace
 
 MpiExchange::MpiExchange(MPI_Comm comm, ExchangeOptions options) : options_(std::move(options)) {
@@ -39,6 +67,13 @@ MpiExchange::MpiExchange(MPI_Comm comm, ExchangeOptions options) : options_(std:
   options_.hostnames.resize(size_, "unknown host");
   probe_ = new PeerProbe(probe_comm_);
   CheckAgreement();
+  if (options_.combine_words > 0) {
+    CheckMpi(MPI_Type_contiguous(CountOf(options_.combine_words * sizeof(uint64_t)), MPI_BYTE,
+                                 &vector_type_),
+             "MPI_Type_contiguous");
+    CheckMpi(MPI_Type_commit(&vector_type_), "MPI_Type_commit");
+    CheckMpi(MPI_Op_create(&CombineVectors, /*commute=*/1, &combine_op_), "MPI_Op_create");
+  }
 }
 
 MpiExchange::~MpiExchange() {
@@ -48,6 +83,8 @@ MpiExchange::~MpiExchange() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
+  if (combine_op_ != MPI_OP_NULL) MPI_Op_free(&combine_op_);
+  if (vector_type_ != MPI_DATATYPE_NULL) MPI_Type_free(&vector_type_);
   MPI_Comm_free(&comm_);
   MPI_Comm_free(&probe_comm_);
 }
@@ -55,13 +92,20 @@ MpiExchange::~MpiExchange() {
 // An allreduce whose ranks pass different lengths is undefined in MPI (it may hang),
 // so the length is agreed once, here, where every rank fails alike.
 void MpiExchange::CheckAgreement() {
-  int64_t bounds[2] = {static_cast<int64_t>(options_.and_words),
-                       -static_cast<int64_t>(options_.and_words)};
-  CheckMpi(MPI_Allreduce(MPI_IN_PLACE, bounds, 2, MPI_INT64_T, MPI_MAX, comm_), "MPI_Allreduce");
+  const auto and_words = static_cast<int64_t>(options_.and_words);
+  const auto combine_words = static_cast<int64_t>(options_.combine_words);
+  int64_t bounds[4] = {and_words, -and_words, combine_words, -combine_words};
+  CheckMpi(MPI_Allreduce(MPI_IN_PLACE, bounds, 4, MPI_INT64_T, MPI_MAX, comm_), "MPI_Allreduce");
   if (bounds[0] != -bounds[1]) {
     throw Error(
         "negotiation: ranks were configured with different response cache capacities "
         "(LOCKSTEP_CACHE_CAPACITY / HOROVOD_CACHE_CAPACITY must be the same on every rank)",
+        Status::Code::kInvalidArgument);
+  }
+  if (bounds[2] != -bounds[3]) {
+    throw Error(
+        "negotiation: ranks were configured with different negotiation payloads "
+        "(LOCKSTEP_NEGOTIATION_PAYLOAD_BYTES must be the same on every rank)",
         Status::Code::kInvalidArgument);
   }
 }
@@ -79,6 +123,47 @@ void MpiExchange::AndAcrossRanks(std::vector<uint64_t>* words, bool idle) {
            "MPI_Iallreduce");
   Wait(&request, idle);
   *words = b.words;
+}
+
+// At 2 ranks the vectors are swapped pairwise and each rank combines them itself, in
+// rank order (rank 0's as `in`), so both get the same bits. MPI's non-blocking
+// allreduce runs a binomial tree there: rank 1 completes only once rank 0 has polled
+// again after rank 1's vector arrived, so whenever rank 0 sleeps between polls rank 1
+// finishes late, starts its next op late, and the two drift out of phase (the data
+// collective this replaces, a blocking allreduce, brought them back in step every
+// op). With the swap each rank completes as soon as the other has sent.
+void MpiExchange::CombineAcrossRanks(std::vector<uint64_t>* words, bool idle) {
+  if (combine_op_ == MPI_OP_NULL || words->size() != options_.combine_words) {
+    throw Error("negotiation: cycle vector of " + std::to_string(words->size()) + " words where " +
+                std::to_string(options_.combine_words) + " were agreed");
+  }
+  InFlight& b = *buffers_;
+  b.words = *words;
+  if (size_ != 2) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    CheckMpi(
+        MPI_Iallreduce(MPI_IN_PLACE, b.words.data(), 1, vector_type_, combine_op_, comm_, &request),
+        "MPI_Iallreduce");
+    Wait(&request, idle);
+    *words = b.words;
+    return;
+  }
+  constexpr int kSwapTag = 1;
+  b.peer_words.resize(b.words.size());
+  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  CheckMpi(
+      MPI_Irecv(b.peer_words.data(), 1, vector_type_, 1 - rank_, kSwapTag, comm_, &requests[0]),
+      "MPI_Irecv");
+  CheckMpi(MPI_Isend(b.words.data(), 1, vector_type_, 1 - rank_, kSwapTag, comm_, &requests[1]),
+           "MPI_Isend");
+  Wait(requests, idle, 2);
+  if (rank_ == 0) {
+    CombineCycleVectors(b.words.data(), b.peer_words.data(), b.words.size());
+    *words = b.peer_words;
+  } else {
+    CombineCycleVectors(b.peer_words.data(), b.words.data(), b.words.size());
+    *words = b.words;
+  }
 }
 
 std::vector<Exchange::Bytes> MpiExchange::GatherAtRoot(Bytes mine) {
@@ -148,9 +233,9 @@ Exchange::Bytes MpiExchange::BroadcastFromRoot(Bytes bytes) {
   return out;
 }
 
-bool MpiExchange::Test(MPI_Request* request) {
+bool MpiExchange::Test(MPI_Request* requests, int count) {
   int done = 0;
-  CheckMpi(MPI_Test(request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+  CheckMpi(MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
   return done != 0;
 }
 
@@ -158,13 +243,13 @@ bool MpiExchange::Test(MPI_Request* request) {
 // a training thread needs, so after a short spin the wait polls with growing sleeps.
 // While this rank has no work, nothing of its own rides on the cycle: it polls
 // coarsely (up to cycle_time) until local work arrives.
-void MpiExchange::Wait(MPI_Request* request, bool idle) {
+void MpiExchange::Wait(MPI_Request* request, bool idle, int count) {
   using std::chrono::microseconds;
   const auto wait = PeerWait(options_.timeout_seconds, rank_);
   auto deadline = wait == Clock::duration::max() ? Clock::time_point::max() : Clock::now() + wait;
   if (idle) {
     auto pause = microseconds(50);
-    while (!Test(request)) {
+    while (!Test(request, count)) {
       CheckPeers(&deadline);
       if (options_.idle_wait(pause)) break;  // local work: from now on, latency counts
       pause = std::min(pause * 2, options_.idle_poll_cap);
@@ -172,10 +257,10 @@ void MpiExchange::Wait(MPI_Request* request, bool idle) {
   }
   const auto spin_until = Clock::now() + microseconds(20);
   while (Clock::now() < spin_until) {
-    if (Test(request)) return;
+    if (Test(request, count)) return;
   }
   auto pause = microseconds(5);
-  while (!Test(request)) {
+  while (!Test(request, count)) {
     CheckPeers(&deadline);
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, microseconds(100));

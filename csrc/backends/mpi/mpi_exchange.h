@@ -1,8 +1,9 @@
 // Negotiation's exchanges over MPI, in log depth: one non-blocking allreduce per cycle
-// for the bit vector, and for a full round a gather and a broadcast (binomial trees in
-// Open MPI), each polled against the peer deadline. The star through rank 0 that this
-// replaces cost rank 0 O(N) messages per cycle. A collective that outlasts the
-// deadline cannot name the missing rank itself; PeerProbe then finds it.
+// for the bit vector (MPI_BAND, or with a payload lane a user op of lockstep's own), and for a full
+// round a gather and a broadcast (binomial trees in Open MPI), each polled against the peer
+// deadline. The star through rank 0 that this replaces cost rank 0 O(N) messages per cycle. A
+// collective that outlasts the deadline cannot name the missing rank itself; PeerProbe then finds
+// it.
 #pragma once
 
 #include <mpi.h>
@@ -26,21 +27,26 @@ class MpiExchange : public Exchange {
   MpiExchange& operator=(const MpiExchange&) = delete;
 
   void AndAcrossRanks(std::vector<uint64_t>* words, bool idle) override;
+  void CombineAcrossRanks(std::vector<uint64_t>* words, bool idle) override;
   std::vector<Bytes> GatherAtRoot(Bytes mine) override;
   Bytes BroadcastFromRoot(Bytes bytes) override;
 
  private:
   using Clock = std::chrono::steady_clock;
   void CheckAgreement();
-  // Polls `request` until it completes; throws PeerTimeout once the deadline passes.
-  void Wait(MPI_Request* request, bool idle);
-  bool Test(MPI_Request* request);
+  // Polls `requests` until all complete; throws PeerTimeout once the deadline passes.
+  void Wait(MPI_Request* requests, bool idle, int count = 1);
+  bool Test(MPI_Request* requests, int count);
   // Rank 0's verdict or a ping while waiting; the deadline once it has passed.
   void CheckPeers(Clock::time_point* deadline);
   [[noreturn]] void GiveUp(const std::vector<int>& missing, bool reported_by_root);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Comm probe_comm_ = MPI_COMM_NULL;
+  // CombineAcrossRanks' vector as one element (so MPI never splits it) and its
+  // commutative user op; null when options_.combine_words is 0.
+  MPI_Datatype vector_type_ = MPI_DATATYPE_NULL;
+  MPI_Op combine_op_ = MPI_OP_NULL;
   int rank_ = 0;
   int size_ = 1;
   ExchangeOptions options_;
@@ -50,7 +56,7 @@ class MpiExchange : public Exchange {
   // Buffers of the collective in flight: MPI may use them until it completes, so
   // they are leaked with the communicators when it never does.
   struct InFlight {
-    std::vector<uint64_t> words;
+    std::vector<uint64_t> words, peer_words;
     std::vector<int64_t> sizes;
     int64_t my_size = 0;
     Bytes send, receive, block;
