@@ -117,6 +117,11 @@ void MpiExchange::AndAcrossRanks(std::vector<uint64_t>* words, bool idle) {
   }
   InFlight& b = *buffers_;
   b.words = *words;
+  if (size_ == 2) {  // the pairwise swap, for the reason given at CombineAcrossRanks
+    SwapWithPeer(MPI_UINT64_T, CountOf(b.words.size()), idle);
+    for (size_t i = 0; i < words->size(); ++i) (*words)[i] = b.words[i] & b.peer_words[i];
+    return;
+  }
   MPI_Request request = MPI_REQUEST_NULL;
   CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, b.words.data(), CountOf(b.words.size()), MPI_UINT64_T,
                           MPI_BAND, comm_, &request),
@@ -125,8 +130,23 @@ void MpiExchange::AndAcrossRanks(std::vector<uint64_t>* words, bool idle) {
   *words = b.words;
 }
 
+// At 2 ranks: sends buffers_->words to the other rank and receives its words into
+// buffers_->peer_words (`count` elements of `type` each way).
+void MpiExchange::SwapWithPeer(MPI_Datatype type, int count, bool idle) {
+  constexpr int kSwapTag = 1;
+  InFlight& b = *buffers_;
+  b.peer_words.resize(b.words.size());
+  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  CheckMpi(MPI_Irecv(b.peer_words.data(), count, type, 1 - rank_, kSwapTag, comm_, &requests[0]),
+           "MPI_Irecv");
+  CheckMpi(MPI_Isend(b.words.data(), count, type, 1 - rank_, kSwapTag, comm_, &requests[1]),
+           "MPI_Isend");
+  Wait(requests, idle, 2);
+}
+
 // At 2 ranks the vectors are swapped pairwise and each rank combines them itself, in
-// rank order (rank 0's as `in`), so both get the same bits. MPI's non-blocking
+// rank order (rank 0's as `in`), so both get the same bits (AndAcrossRanks does the
+// same). MPI's non-blocking
 // allreduce runs a binomial tree there: rank 1 completes only once rank 0 has polled
 // again after rank 1's vector arrived, so whenever rank 0 sleeps between polls rank 1
 // finishes late, starts its next op late, and the two drift out of phase (the data
@@ -148,15 +168,7 @@ void MpiExchange::CombineAcrossRanks(std::vector<uint64_t>* words, bool idle) {
     *words = b.words;
     return;
   }
-  constexpr int kSwapTag = 1;
-  b.peer_words.resize(b.words.size());
-  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  CheckMpi(
-      MPI_Irecv(b.peer_words.data(), 1, vector_type_, 1 - rank_, kSwapTag, comm_, &requests[0]),
-      "MPI_Irecv");
-  CheckMpi(MPI_Isend(b.words.data(), 1, vector_type_, 1 - rank_, kSwapTag, comm_, &requests[1]),
-           "MPI_Isend");
-  Wait(requests, idle, 2);
+  SwapWithPeer(vector_type_, 1, idle);
   if (rank_ == 0) {
     CombineCycleVectors(b.words.data(), b.peer_words.data(), b.words.size());
     *words = b.peer_words;

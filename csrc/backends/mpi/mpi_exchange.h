@@ -35,6 +35,7 @@ class MpiExchange : public Exchange {
   using Clock = std::chrono::steady_clock;
   void CheckAgreement();
   // Polls `requests` until all complete; throws PeerTimeout once the deadline passes.
+  void SwapWithPeer(MPI_Datatype type, int count, bool idle);
   void Wait(MPI_Request* requests, bool idle, int count = 1);
   bool Test(MPI_Request* requests, int count);
   // Rank 0's verdict or a ping while waiting; the deadline once it has passed.
