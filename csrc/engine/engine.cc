@@ -174,7 +174,7 @@ Topology Engine::TopologyFor(OpSpec& spec) const {
 bool Engine::RunCycles() {
   ProcessSet& global = *sets_.at(0);
   NegotiationResult result =
-      global.controller().Negotiate(shutdown_requested_, joined_, AnyPending());
+      global.controller().Negotiate(shutdown_requested_, joined_, AnyPending(), caller_driving_);
   if (result.shutdown) return false;
   CountCycle(result);
   // Only the global set's cycles are the same on every rank, so only they time the
@@ -187,7 +187,8 @@ bool Engine::RunCycles() {
   }
   for (auto it = std::next(sets_.begin()); it != sets_.end(); ++it) {
     ProcessSet& set = *it->second;
-    NegotiationResult own = set.controller().Negotiate(false, false, set.HasPending());
+    NegotiationResult own =
+        set.controller().Negotiate(false, false, set.HasPending(), caller_driving_);
     CountCycle(own);
     progress = RunSetCycle(set, own) || progress;
   }

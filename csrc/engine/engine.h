@@ -141,7 +141,8 @@ class Engine {
   std::mutex driver_;
   bool stopped_ = false;  // driver_: the loop is over, every op failed
   std::chrono::steady_clock::time_point last_cycle_end_;  // driver_
-  bool callers_drive_ = false;  // MPI may be called from callers' threads (serialized)
+  bool caller_driving_ = false;  // a caller's thread runs the cycles now (driver_ held)
+  bool callers_drive_ = false;   // MPI may be called from callers' threads (serialized)
 
   std::atomic<bool> shutdown_requested_{false};
   std::atomic<bool> running_{false};

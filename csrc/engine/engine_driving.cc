@@ -36,6 +36,18 @@ void UseFineTimerSlack() {
   done = true;
 }
 
+// Marks the cycles a caller runs for its own op (Engine::caller_driving_).
+class CallerDriving {
+ public:
+  explicit CallerDriving(bool* flag) : flag_(flag) { *flag_ = true; }
+  ~CallerDriving() { *flag_ = false; }
+  CallerDriving(const CallerDriving&) = delete;
+  CallerDriving& operator=(const CallerDriving&) = delete;
+
+ private:
+  bool* flag_;
+};
+
 }  // namespace
 
 void Engine::Loop() {
@@ -117,6 +129,7 @@ OpResult Engine::Wait(Handle handle) {
 void Engine::DriveUntilDone(Handle handle) {
   UseFineTimerSlack();
   DrivingMark mark(this);
+  CallerDriving caller(&caller_driving_);
   while (!stopped_ && !handles_.DoneOrUnknown(handle)) {
     const auto wait = TimeUntilNextCycle();
     if (wait.count() > 0) queue_.WaitForWork(wait);  // backing off, as the loop would

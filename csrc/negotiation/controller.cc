@@ -92,9 +92,13 @@ void Controller::Admit(std::vector<Request> batch) {
   }
 }
 
-NegotiationResult Controller::Negotiate(bool shutdown_requested, bool joined, bool has_pending) {
+NegotiationResult Controller::Negotiate(bool shutdown_requested, bool joined, bool has_pending,
+                                        bool caller_blocked) {
   std::vector<uint64_t> ready, partial;
-  Flags flags = ExchangeBits(shutdown_requested, joined, has_pending, &ready, &partial);
+  const WaitMode mode = !has_pending     ? WaitMode::kIdle
+                        : caller_blocked ? WaitMode::kCaller
+                                         : WaitMode::kPending;
+  Flags flags = ExchangeBits(shutdown_requested, joined, has_pending, mode, &ready, &partial);
   NegotiationResult result;
   result.all_ranks_waiting = flags.all_pending;
   result.any_rank_waiting = flags.any_pending;
@@ -120,7 +124,7 @@ NegotiationResult Controller::Negotiate(bool shutdown_requested, bool joined, bo
 }
 
 Controller::Flags Controller::ExchangeBits(bool shutdown_requested, bool joined, bool has_pending,
-                                           std::vector<uint64_t>* ready,
+                                           WaitMode mode, std::vector<uint64_t>* ready,
                                            std::vector<uint64_t>* partial) {
   CycleBitsLocal local;
   local.has_pending = has_pending;
@@ -138,13 +142,13 @@ Controller::Flags Controller::ExchangeBits(bool shutdown_requested, bool joined,
     const bool carry = FillLane(joined, &header);
     std::vector<uint64_t> vec = EncodeCycleVector(cache_.capacity(), local, lane_bytes_,
                                                   carry ? &header : nullptr, lane_payload_.data());
-    exchange_->CombineAcrossRanks(&vec, /*idle=*/!has_pending);
+    exchange_->CombineAcrossRanks(&vec, mode);
     CycleVectorSummary reduced = DecodeCycleVector(vec, cache_.capacity(), lane_bytes_);
     DecideRide(reduced, reduced.bits.ready);
     summary = std::move(reduced.bits);
   } else {
     std::vector<uint64_t> vec = EncodeCycleBits(cache_.capacity(), local);
-    exchange_->AndAcrossRanks(&vec, /*idle=*/!has_pending);
+    exchange_->AndAcrossRanks(&vec, mode);
     summary = DecodeCycleBits(vec, cache_.capacity());
   }
   *ready = std::move(summary.ready);

@@ -56,7 +56,10 @@ class Controller {
   // knows them exactly, otherwise full requests. A group goes one way as a whole, so
   // the coordinator always sees all of its members or none.
   void Admit(std::vector<Request> batch);
-  NegotiationResult Negotiate(bool shutdown_requested, bool joined, bool has_pending);
+  // `caller_blocked`: a caller's thread runs this cycle for its own synchronous op
+  // (see WaitMode::kCaller).
+  NegotiationResult Negotiate(bool shutdown_requested, bool joined, bool has_pending,
+                              bool caller_blocked = false);
   bool HasUnsent() const { return !unsent_.empty(); }
   // The payload lane's size for `config`: none without a response cache.
   static int LaneBytes(const Config& config);
@@ -70,7 +73,7 @@ class Controller {
   struct Flags {
     bool all_pending, any_pending, need_full_round, shutdown, any_joined;
   };
-  Flags ExchangeBits(bool shutdown_requested, bool joined, bool has_pending,
+  Flags ExchangeBits(bool shutdown_requested, bool joined, bool has_pending, WaitMode mode,
                      std::vector<uint64_t>* ready, std::vector<uint64_t>* partial);
   // The payload lane.
   bool FillLane(bool joined, LaneHeader* header);

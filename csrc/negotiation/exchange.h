@@ -36,6 +36,16 @@ struct ExchangeOptions {
   size_t combine_words = 0;
 };
 
+// How a rank waits for the others in an exchange.
+enum class WaitMode {
+  kIdle,     // nothing pending here: poll coarsely until local work arrives
+  kPending,  // work pending, the background thread waiting: a short spin, then sleeps
+  // A caller's thread is blocked on this cycle (it drives for its own synchronous op):
+  // wait as MPI's blocking collectives do, polling while yielding the core, so that
+  // ranks leave the exchange as soon as the last one arrives and stay in step.
+  kCaller,
+};
+
 class Exchange {
  public:
   using Bytes = std::vector<uint8_t>;
@@ -43,13 +53,13 @@ class Exchange {
 
   virtual ~Exchange() = default;
 
-  // Bitwise AND of every rank's words, on every rank. `idle`: this rank has nothing
-  // pending, so it may wait coarsely until local work arrives. Throws PeerTimeout.
-  virtual void AndAcrossRanks(std::vector<uint64_t>* words, bool idle) = 0;
+  // Bitwise AND of every rank's words, on every rank, waiting as `mode` says. Throws
+  // PeerTimeout.
+  virtual void AndAcrossRanks(std::vector<uint64_t>* words, WaitMode mode) = 0;
   // The same for a cycle vector with a payload lane (wire/cycle_lane.h): every rank's
   // vector combined with CombineCycleVectors, in one reduction that never splits a
   // vector, so the lane's payload reduces along with the bits.
-  virtual void CombineAcrossRanks(std::vector<uint64_t>* words, bool idle) = 0;
+  virtual void CombineAcrossRanks(std::vector<uint64_t>* words, WaitMode mode) = 0;
   // Rank 0 gets every rank's bytes (index = rank); the others get nothing.
   virtual std::vector<Bytes> GatherAtRoot(Bytes mine) = 0;
   // Every rank gets rank 0's bytes.

@@ -80,7 +80,7 @@ class InProcessExchange : public Exchange {
  public:
   InProcessExchange(InProcessHub& hub, int rank) : hub_(hub), rank_(rank) {}
 
-  void AndAcrossRanks(std::vector<uint64_t>* words, bool idle) override {
+  void AndAcrossRanks(std::vector<uint64_t>* words, WaitMode) override {
     Bytes mine(words->size() * sizeof(uint64_t));
     std::memcpy(mine.data(), words->data(), mine.size());
     for (const Bytes& theirs : hub_.Round(rank_, std::move(mine), &hub_.and_rounds_)) {
@@ -94,7 +94,7 @@ class InProcessExchange : public Exchange {
   }
   // Every rank folds the vectors in rank order, as one reduction would, so all get the
   // same result.
-  void CombineAcrossRanks(std::vector<uint64_t>* words, bool idle) override {
+  void CombineAcrossRanks(std::vector<uint64_t>* words, WaitMode) override {
     Bytes mine(words->size() * sizeof(uint64_t));
     std::memcpy(mine.data(), words->data(), mine.size());
     const std::vector<Bytes> all = hub_.Round(rank_, std::move(mine), &hub_.combine_rounds_);

@@ -110,7 +110,7 @@ void MpiExchange::CheckAgreement() {
   }
 }
 
-void MpiExchange::AndAcrossRanks(std::vector<uint64_t>* words, bool idle) {
+void MpiExchange::AndAcrossRanks(std::vector<uint64_t>* words, WaitMode mode) {
   if (words->size() != options_.and_words) {
     throw Error("negotiation: bit vector of " + std::to_string(words->size()) + " words where " +
                 std::to_string(options_.and_words) + " were agreed");
@@ -118,7 +118,7 @@ void MpiExchange::AndAcrossRanks(std::vector<uint64_t>* words, bool idle) {
   InFlight& b = *buffers_;
   b.words = *words;
   if (size_ == 2) {  // the pairwise swap, for the reason given at CombineAcrossRanks
-    SwapWithPeer(MPI_UINT64_T, CountOf(b.words.size()), idle);
+    SwapWithPeer(MPI_UINT64_T, CountOf(b.words.size()), mode);
     for (size_t i = 0; i < words->size(); ++i) (*words)[i] = b.words[i] & b.peer_words[i];
     return;
   }
@@ -126,13 +126,13 @@ void MpiExchange::AndAcrossRanks(std::vector<uint64_t>* words, bool idle) {
   CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, b.words.data(), CountOf(b.words.size()), MPI_UINT64_T,
                           MPI_BAND, comm_, &request),
            "MPI_Iallreduce");
-  Wait(&request, idle);
+  Wait(&request, mode);
   *words = b.words;
 }
 
 // At 2 ranks: sends buffers_->words to the other rank and receives its words into
 // buffers_->peer_words (`count` elements of `type` each way).
-void MpiExchange::SwapWithPeer(MPI_Datatype type, int count, bool idle) {
+void MpiExchange::SwapWithPeer(MPI_Datatype type, int count, WaitMode mode) {
   constexpr int kSwapTag = 1;
   InFlight& b = *buffers_;
   b.peer_words.resize(b.words.size());
@@ -141,7 +141,7 @@ void MpiExchange::SwapWithPeer(MPI_Datatype type, int count, bool idle) {
            "MPI_Irecv");
   CheckMpi(MPI_Isend(b.words.data(), count, type, 1 - rank_, kSwapTag, comm_, &requests[1]),
            "MPI_Isend");
-  Wait(requests, idle, 2);
+  Wait(requests, mode, 2);
 }
 
 // At 2 ranks the vectors are swapped pairwise and each rank combines them itself, in
@@ -152,7 +152,7 @@ void MpiExchange::SwapWithPeer(MPI_Datatype type, int count, bool idle) {
 // finishes late, starts its next op late, and the two drift out of phase (the data
 // collective this replaces, a blocking allreduce, brought them back in step every
 // op). With the swap each rank completes as soon as the other has sent.
-void MpiExchange::CombineAcrossRanks(std::vector<uint64_t>* words, bool idle) {
+void MpiExchange::CombineAcrossRanks(std::vector<uint64_t>* words, WaitMode mode) {
   if (combine_op_ == MPI_OP_NULL || words->size() != options_.combine_words) {
     throw Error("negotiation: cycle vector of " + std::to_string(words->size()) + " words where " +
                 std::to_string(options_.combine_words) + " were agreed");
@@ -164,11 +164,11 @@ void MpiExchange::CombineAcrossRanks(std::vector<uint64_t>* words, bool idle) {
     CheckMpi(
         MPI_Iallreduce(MPI_IN_PLACE, b.words.data(), 1, vector_type_, combine_op_, comm_, &request),
         "MPI_Iallreduce");
-    Wait(&request, idle);
+    Wait(&request, mode);
     *words = b.words;
     return;
   }
-  SwapWithPeer(vector_type_, 1, idle);
+  SwapWithPeer(vector_type_, 1, mode);
   if (rank_ == 0) {
     CombineCycleVectors(b.words.data(), b.peer_words.data(), b.words.size());
     *words = b.peer_words;
@@ -186,7 +186,7 @@ std::vector<Exchange::Bytes> MpiExchange::GatherAtRoot(Bytes mine) {
   CheckMpi(
       MPI_Igather(&b.my_size, 1, MPI_INT64_T, b.sizes.data(), 1, MPI_INT64_T, 0, comm_, &request),
       "MPI_Igather");
-  Wait(&request, /*idle=*/false);
+  Wait(&request, WaitMode::kPending);
 
   b.send = std::move(mine);
   std::vector<int> counts, offsets;
@@ -202,7 +202,7 @@ std::vector<Exchange::Bytes> MpiExchange::GatherAtRoot(Bytes mine) {
   CheckMpi(MPI_Igatherv(b.send.data(), CountOf(b.send.size()), MPI_BYTE, b.receive.data(),
                         counts.data(), offsets.data(), MPI_BYTE, 0, comm_, &request),
            "MPI_Igatherv");
-  Wait(&request, /*idle=*/false);
+  Wait(&request, WaitMode::kPending);
   std::vector<Bytes> all;
   if (rank_ != 0) return all;
   for (int r = 0; r < size_; ++r) {
@@ -224,7 +224,7 @@ Exchange::Bytes MpiExchange::BroadcastFromRoot(Bytes bytes) {
   MPI_Request request = MPI_REQUEST_NULL;
   CheckMpi(MPI_Ibcast(b.block.data(), CountOf(kBlockBytes), MPI_BYTE, 0, comm_, &request),
            "MPI_Ibcast");
-  Wait(&request, /*idle=*/false);
+  Wait(&request, WaitMode::kPending);
 
   uint64_t length = 0;
   std::memcpy(&length, b.block.data(), sizeof(length));
@@ -236,7 +236,7 @@ Exchange::Bytes MpiExchange::BroadcastFromRoot(Bytes bytes) {
     }
     CheckMpi(MPI_Ibcast(b.receive.data(), CountOf(b.receive.size()), MPI_BYTE, 0, comm_, &request),
              "MPI_Ibcast");
-    Wait(&request, /*idle=*/false);
+    Wait(&request, WaitMode::kPending);
   }
   if (rank_ == 0) return bytes;
   Bytes out(b.block.begin() + sizeof(length),
@@ -252,14 +252,18 @@ bool MpiExchange::Test(MPI_Request* requests, int count) {
 }
 
 // Ranks reach each exchange at different times. Spinning in MPI would steal the core
-// a training thread needs, so after a short spin the wait polls with growing sleeps.
-// While this rank has no work, nothing of its own rides on the cycle: it polls
-// coarsely (up to cycle_time) until local work arrives.
-void MpiExchange::Wait(MPI_Request* request, bool idle, int count) {
+// a training thread needs, so after a short spin the background thread polls with
+// growing sleeps. While this rank has no work, nothing of its own rides on the cycle:
+// it polls coarsely (up to cycle_time) until local work arrives. A caller blocked on
+// its own op has nothing else to run, so it polls as MPI's blocking collectives do
+// (for up to 5 ms; a peer that late is busy elsewhere, and polling on would only burn
+// the core): sleeping there made whichever rank arrived first wake up to 100 us after
+// the other, and the two took turns being late by that much.
+void MpiExchange::Wait(MPI_Request* request, WaitMode mode, int count) {
   using std::chrono::microseconds;
   const auto wait = PeerWait(options_.timeout_seconds, rank_);
   auto deadline = wait == Clock::duration::max() ? Clock::time_point::max() : Clock::now() + wait;
-  if (idle) {
+  if (mode == WaitMode::kIdle) {
     auto pause = microseconds(50);
     while (!Test(request, count)) {
       CheckPeers(&deadline);
@@ -267,9 +271,16 @@ void MpiExchange::Wait(MPI_Request* request, bool idle, int count) {
       pause = std::min(pause * 2, options_.idle_poll_cap);
     }
   }
-  const auto spin_until = Clock::now() + microseconds(20);
+  const auto spin_until = Clock::now() + microseconds(mode == WaitMode::kCaller ? 5000 : 20);
+  auto next_check = Clock::now() + microseconds(100);
   while (Clock::now() < spin_until) {
     if (Test(request, count)) return;
+    if (mode != WaitMode::kCaller) continue;
+    std::this_thread::yield();  // a peer sharing this core gets to run
+    if (Clock::now() >= next_check) {
+      CheckPeers(&deadline);
+      next_check = Clock::now() + microseconds(100);
+    }
   }
   auto pause = microseconds(5);
   while (!Test(request, count)) {

@@ -26,8 +26,8 @@ class MpiExchange : public Exchange {
   MpiExchange(const MpiExchange&) = delete;
   MpiExchange& operator=(const MpiExchange&) = delete;
 
-  void AndAcrossRanks(std::vector<uint64_t>* words, bool idle) override;
-  void CombineAcrossRanks(std::vector<uint64_t>* words, bool idle) override;
+  void AndAcrossRanks(std::vector<uint64_t>* words, WaitMode mode) override;
+  void CombineAcrossRanks(std::vector<uint64_t>* words, WaitMode mode) override;
   std::vector<Bytes> GatherAtRoot(Bytes mine) override;
   Bytes BroadcastFromRoot(Bytes bytes) override;
 
@@ -35,8 +35,8 @@ class MpiExchange : public Exchange {
   using Clock = std::chrono::steady_clock;
   void CheckAgreement();
   // Polls `requests` until all complete; throws PeerTimeout once the deadline passes.
-  void SwapWithPeer(MPI_Datatype type, int count, bool idle);
-  void Wait(MPI_Request* requests, bool idle, int count = 1);
+  void SwapWithPeer(MPI_Datatype type, int count, WaitMode mode);
+  void Wait(MPI_Request* requests, WaitMode mode, int count = 1);
   bool Test(MPI_Request* requests, int count);
   // Rank 0's verdict or a ping while waiting; the deadline once it has passed.
   void CheckPeers(Clock::time_point* deadline);
