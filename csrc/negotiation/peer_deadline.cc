@@ -60,4 +60,12 @@ std::string PeerTimeoutMessage(const std::vector<int>& missing,
          "is left; restart the job.";
 }
 
+std::chrono::microseconds NextBusyPause(std::chrono::microseconds pause,
+                                        std::chrono::steady_clock::duration waited) {
+  using std::chrono::microseconds;
+  const microseconds doubled = std::min(pause * 2, microseconds(100));
+  const microseconds share = std::chrono::duration_cast<microseconds>(waited) / 8;
+  return std::min(std::max(doubled, share), microseconds(1000));
+}
+
 }  // namespace lockstep

@@ -18,6 +18,14 @@ double LongestPeerWaitSeconds(double timeout_seconds);
 // This rank's wait: the timeout at rank 0, plus the grace elsewhere; max() for 0.
 std::chrono::steady_clock::duration PeerWait(double timeout_seconds, int rank);
 
+// The sleep after `pause` in a wait for other ranks that has lasted `waited`: 5 us
+// doubling to 100 us, then an eighth of the time waited, at most 1 ms. A rank far ahead
+// of the others (they are still computing) so wakes a few dozen times in 10 ms rather
+// than a hundred, and notices their arrival at most an eighth of its wait late.
+constexpr std::chrono::microseconds kFirstBusyPause{5};
+std::chrono::microseconds NextBusyPause(std::chrono::microseconds pause,
+                                        std::chrono::steady_clock::duration waited);
+
 // "ranks 2, 3 on node2; rank 4 on node3"; hostnames[r] is rank r's host.
 std::string DescribeRanksOnHosts(const std::vector<int>& ranks,
                                  const std::vector<std::string>& hostnames);

@@ -26,6 +26,24 @@ int CountOf(size_t bytes) {
   return static_cast<int>(bytes);
 }
 
+// How often a waiting rank looks for rank 0's verdict (and the deadline): the peer
+// timeout is counted in seconds.
+constexpr auto kPeerCheckPeriod = std::chrono::milliseconds(1);
+
+class PeerCheckClock {
+ public:
+  template <typename Fn>
+  void Check(Fn check) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_) return;
+    next_ = now + kPeerCheckPeriod;
+    check();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point next_{};
+};
+
 }  // namespace
 
 MpiExchange::MpiExchange(MPI_Comm comm, ExchangeOptions options) : options_(std::move(options)) {
@@ -155,30 +173,34 @@ bool MpiExchange::Test(MPI_Request* request) {
 }
 
 // Ranks reach each exchange at different times. Spinning in MPI would steal the core
-// a training thread needs, so after a short spin the wait polls with growing sleeps.
-// While this rank has no work, nothing of its own rides on the cycle: it polls
-// coarsely (up to cycle_time) until local work arrives.
+// a training thread needs, so after a short spin the wait polls with growing sleeps
+// (NextBusyPause: 5 us doubling to 100 us, then an eighth of the time waited). While this
+// rank has no work, nothing of its own rides on the cycle: it polls coarsely (up to
+// cycle_time) until local work arrives. The peers are checked at most once per
+// millisecond: each check is two more calls into MPI's progress engine.
 void MpiExchange::Wait(MPI_Request* request, bool idle) {
   using std::chrono::microseconds;
   const auto wait = PeerWait(options_.timeout_seconds, rank_);
   auto deadline = wait == Clock::duration::max() ? Clock::time_point::max() : Clock::now() + wait;
+  PeerCheckClock peers;
   if (idle) {
     auto pause = microseconds(50);
     while (!Test(request)) {
-      CheckPeers(&deadline);
+      peers.Check([&] { CheckPeers(&deadline); });
       if (options_.idle_wait(pause)) break;  // local work: from now on, latency counts
       pause = std::min(pause * 2, options_.idle_poll_cap);
     }
   }
-  const auto spin_until = Clock::now() + microseconds(20);
+  const auto started = Clock::now();
+  const auto spin_until = started + microseconds(20);
   while (Clock::now() < spin_until) {
     if (Test(request)) return;
   }
-  auto pause = microseconds(5);
+  auto pause = kFirstBusyPause;
   while (!Test(request)) {
-    CheckPeers(&deadline);
+    peers.Check([&] { CheckPeers(&deadline); });
     std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, microseconds(100));
+    pause = NextBusyPause(pause, Clock::now() - started);  // peer_deadline.h
   }
 }
 
