@@ -281,10 +281,12 @@ void Engine::UpdateBackoff(bool made_progress, bool had_pending, const Negotiati
     idle_stretch_ = 1;
   } else if (result.any_rank_waiting) {
     // Some rank waits. When this rank has nothing pending and is in every process set,
-    // it waits for work this rank has not submitted yet, which starts a cycle at once;
-    // idle cycles in between would only make it start its wait over (wake-ups). A rank
-    // outside some set keeps cycling: the members' cycles go through the global set.
-    idle_stretch_ = had_pending || sets_.size() < table_.Ids().size() ? 1 : kMaxIdleStretch;
+    // the waiting rank needs work this rank has not submitted yet, and submitting starts
+    // a cycle at once; idle cycles in between would only make it start its wait over
+    // (more wake-ups). A rank outside some set keeps cycling: that set's members cycle
+    // through the global set's negotiation, so they would wait for this rank's cycles.
+    const bool in_every_set = sets_.size() == table_.Ids().size();
+    idle_stretch_ = (had_pending || !in_every_set) ? 1 : kMaxIdleStretch;
   } else {
     idle_stretch_ = std::min(idle_stretch_ * 2, kMaxIdleStretch);
   }

@@ -65,7 +65,7 @@ std::chrono::microseconds NextBusyPause(std::chrono::microseconds pause,
   using std::chrono::microseconds;
   const microseconds doubled = std::min(pause * 2, microseconds(100));
   const microseconds share = std::chrono::duration_cast<microseconds>(waited) / 8;
-  return std::min(std::max(doubled, share), microseconds(1000));
+  return std::min(std::max(doubled, share), microseconds(500));
 }
 
 }  // namespace lockstep

@@ -19,7 +19,7 @@ double LongestPeerWaitSeconds(double timeout_seconds);
 std::chrono::steady_clock::duration PeerWait(double timeout_seconds, int rank);
 
 // The sleep after `pause` in a wait for other ranks that has lasted `waited`: 5 us
-// doubling to 100 us, then an eighth of the time waited, at most 1 ms. A rank far ahead
+// doubling to 100 us, then an eighth of the time waited, at most 500 us. A rank far ahead
 // of the others (they are still computing) so wakes a few dozen times in 10 ms rather
 // than a hundred, and notices their arrival at most an eighth of its wait late.
 constexpr std::chrono::microseconds kFirstBusyPause{5};
