@@ -174,7 +174,8 @@ bool MpiExchange::Test(MPI_Request* request) {
 
 // Ranks reach each exchange at different times. Spinning in MPI would steal the core
 // a training thread needs, so after a short spin the wait polls with growing sleeps
-// (NextBusyPause: 5 us doubling to 100 us, then an eighth of the time waited). While this
+// (NextBusyPause: 5 us doubling to 100 us, then, between two ranks, an eighth of the
+// time waited). While this
 // rank has no work, nothing of its own rides on the cycle: it polls coarsely (up to
 // cycle_time) until local work arrives. The peers are checked at most once per
 // millisecond: each check is two more calls into MPI's progress engine.
@@ -200,7 +201,7 @@ void MpiExchange::Wait(MPI_Request* request, bool idle) {
   while (!Test(request)) {
     peers.Check([&] { CheckPeers(&deadline); });
     std::this_thread::sleep_for(pause);
-    pause = NextBusyPause(pause, Clock::now() - started);  // peer_deadline.h
+    pause = NextBusyPause(pause, Clock::now() - started, size_);  // peer_deadline.h
   }
 }
 
