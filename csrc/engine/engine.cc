@@ -173,8 +173,9 @@ Topology Engine::TopologyFor(OpSpec& spec) const {
 // collectives in the same order, so no two ranks can wait on each other crosswise.
 bool Engine::RunCycles() {
   ProcessSet& global = *sets_.at(0);
+  const bool had_pending = AnyPending();
   NegotiationResult result =
-      global.controller().Negotiate(shutdown_requested_, joined_, AnyPending(), caller_driving_);
+      global.controller().Negotiate(shutdown_requested_, joined_, had_pending, caller_driving_);
   if (result.shutdown) return false;
   CountCycle(result);
   // Only the global set's cycles are the same on every rank, so only they time the
@@ -193,7 +194,7 @@ bool Engine::RunCycles() {
     progress = RunSetCycle(set, own) || progress;
   }
   PollGpuFailures();
-  UpdateBackoff(progress, result);
+  UpdateBackoff(progress, had_pending, result);
   return true;
 }
 
@@ -270,7 +271,7 @@ void Engine::ApplyTunedSettings(const TunedSettings& settings) {
   sets_.at(0)->backend().set_shm_enabled(settings.shm_allreduce);
 }
 
-void Engine::UpdateBackoff(bool made_progress, const NegotiationResult& result) {
+void Engine::UpdateBackoff(bool made_progress, bool had_pending, const NegotiationResult& result) {
   // Every rank holding work that no rank can finish yet would otherwise loop on empty
   // cycles; back off until new work arrives.
   if (made_progress || !result.all_ranks_waiting) {
@@ -283,8 +284,16 @@ void Engine::UpdateBackoff(bool made_progress, const NegotiationResult& result) 
   // polls for the others) on a core that is computing. Latency does not suffer: new
   // local work starts a cycle at once, and the others join it as soon as they submit
   // the same collective, which is the earliest it could complete anyway.
-  if (made_progress || result.any_rank_waiting) {
+  if (made_progress) {
     idle_stretch_ = 1;
+  } else if (result.any_rank_waiting) {
+    // Some rank waits. When this rank has nothing pending and is in every process set,
+    // the waiting rank needs work this rank has not submitted yet, and submitting starts
+    // a cycle at once; idle cycles in between would only make it start its wait over
+    // (more wake-ups). A rank outside some set keeps cycling: that set's members cycle
+    // through the global set's negotiation, so they would wait for this rank's cycles.
+    const bool in_every_set = sets_.size() == table_.Ids().size();
+    idle_stretch_ = (had_pending || !in_every_set) ? 1 : kMaxIdleStretch;
   } else {
     idle_stretch_ = std::min(idle_stretch_ * 2, kMaxIdleStretch);
   }

@@ -96,7 +96,7 @@ class Engine {
   void PollGpuFailures();
   void Complete(ProcessSet& set, const std::string& name, Status status, OpResult result);
   void FailEverything(const std::string& reason);
-  void UpdateBackoff(bool made_progress, const NegotiationResult& result);
+  void UpdateBackoff(bool made_progress, bool had_pending, const NegotiationResult& result);
   void CountCycle(const NegotiationResult& result);
   void StartAutotune();
   static int64_t BytesOf(const std::vector<Response>& responses);

@@ -60,4 +60,13 @@ std::string PeerTimeoutMessage(const std::vector<int>& missing,
          "is left; restart the job.";
 }
 
+std::chrono::microseconds NextBusyPause(std::chrono::microseconds pause,
+                                        std::chrono::steady_clock::duration waited, int ranks) {
+  using std::chrono::microseconds;
+  const microseconds doubled = std::min(pause * 2, microseconds(100));
+  if (ranks > 2) return doubled;
+  const microseconds share = std::chrono::duration_cast<microseconds>(waited) / 8;
+  return std::min(std::max(doubled, share), microseconds(500));
+}
+
 }  // namespace lockstep

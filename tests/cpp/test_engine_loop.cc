@@ -189,5 +189,36 @@ TEST(EngineLoop, ShutdownOnOneRankStopsEveryRank) {
   }
 }
 
+// A rank with nothing pending while another waits for it (the others are ahead, it is
+// still computing) cycles at the longest idle interval, not every cycle_time: the work
+// it submits starts a cycle at once, and each earlier cycle would only wake the waiting
+// ranks to start their wait over. A bound on cycles, not on time: load only lowers it.
+TEST(EngineLoop, ARankBehindDoesNotCycleEveryCycleTimeWhileOthersWaitForIt) {
+  InProcessJob job(2);
+  std::vector<float> inputs{1, 2}, outputs(2);
+  auto spec = [&](int rank) {
+    OpSpec s;
+    s.name = "late";
+    s.reduce_op = ReduceOp::kSum;
+    s.shape = {1};
+    s.input = &inputs[rank];
+    s.output = &outputs[rank];
+    return s;
+  };
+  std::vector<OpSpec> first{spec(0)};
+  const Handle early = job.engine(0).Enqueue(std::move(first), false).front();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // rank 0 is waiting now
+  const int64_t before = job.engine(1).stats().cycles;
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  const int64_t cycles = job.engine(1).stats().cycles - before;
+  // cycle_time is 1 ms: ~400 cycles before; the longest idle interval is 16 ms (~25).
+  EXPECT_LE(cycles, 80);
+  std::vector<OpSpec> second{spec(1)};
+  const Handle late = job.engine(1).Enqueue(std::move(second), false).front();
+  job.handles(0).Wait(early);
+  job.handles(1).Wait(late);
+  EXPECT_EQ(outputs, (std::vector<float>{3, 3}));
+}
+
 }  // namespace
 }  // namespace lockstep

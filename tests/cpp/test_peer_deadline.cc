@@ -40,5 +40,41 @@ TEST(PeerDeadline, MessageSaysWhoFoundIt) {
             std::string::npos);
 }
 
+// Polls (wake-ups) of a wait for other ranks that lasts `total`, sleeping as
+// MpiExchange::Wait does (the sleeps themselves, not the time spent polling).
+int PollsToWait(std::chrono::microseconds total, int ranks) {
+  std::chrono::microseconds pause = kFirstBusyPause, waited{0};
+  int polls = 0;
+  while (waited < total) {
+    waited += pause;
+    ++polls;
+    pause = NextBusyPause(pause, waited, ranks);
+  }
+  return polls;
+}
+
+TEST(PeerDeadline, ShortWaitsPollFinelyAndLongOnesAFewDozenTimes) {
+  using std::chrono::microseconds;
+  // Ranks a few microseconds apart (a synchronous op on every rank) keep the fine steps.
+  std::vector<int64_t> first;
+  microseconds pause = kFirstBusyPause, waited{0};
+  for (int i = 0; i < 7; ++i) {
+    first.push_back(pause.count());
+    waited += pause;
+    pause = NextBusyPause(pause, waited, 2);
+  }
+  EXPECT_EQ(first, (std::vector<int64_t>{5, 10, 20, 40, 80, 100, 100}));
+  // A rank 10 ms ahead of the other (it is computing) wakes far fewer than the ~100
+  // times of a 100 us cap; the sleep never passes 500 us, nor an eighth of the wait.
+  EXPECT_LE(PollsToWait(microseconds(10000), 2), 40);
+  EXPECT_GE(PollsToWait(microseconds(10000), 2), 20);
+  EXPECT_EQ(NextBusyPause(microseconds(500), std::chrono::seconds(5), 2), microseconds(500));
+  EXPECT_EQ(NextBusyPause(microseconds(100), microseconds(1600), 2), microseconds(200));
+  // Among more ranks each round of the collective waits for every rank's next poll:
+  // the sleeps stay at 100 us.
+  EXPECT_EQ(NextBusyPause(microseconds(100), std::chrono::seconds(5), 3), microseconds(100));
+  EXPECT_GE(PollsToWait(microseconds(10000), 3), 100);
+}
+
 }  // namespace
 }  // namespace lockstep

@@ -54,6 +54,24 @@ void CombineVectors(void* in, void* inout, int* len, MPI_Datatype* datatype) {
   }
 }
 
+// How often a waiting rank looks for rank 0's verdict (and the deadline): the peer
+// timeout is counted in seconds.
+constexpr auto kPeerCheckPeriod = std::chrono::milliseconds(1);
+
+class PeerCheckClock {
+ public:
+  template <typename Fn>
+  void Check(Fn check) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_) return;
+    next_ = now + kPeerCheckPeriod;
+    check();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point next_{};
+};
+
 }  // namespace
 
 MpiExchange::MpiExchange(MPI_Comm comm, ExchangeOptions options) : options_(std::move(options)) {
@@ -253,40 +271,41 @@ bool MpiExchange::Test(MPI_Request* requests, int count) {
 
 // Ranks reach each exchange at different times. Spinning in MPI would steal the core
 // a training thread needs, so after a short spin the background thread polls with
-// growing sleeps. While this rank has no work, nothing of its own rides on the cycle:
-// it polls coarsely (up to cycle_time) until local work arrives. A caller blocked on
-// its own op has nothing else to run, so it polls as MPI's blocking collectives do
-// (for up to 5 ms; a peer that late is busy elsewhere, and polling on would only burn
-// the core): sleeping there made whichever rank arrived first wake up to 100 us after
-// the other, and the two took turns being late by that much.
+// growing sleeps (NextBusyPause: 5 us doubling to 100 us, then, between two ranks, an
+// eighth of the time waited). While this rank has no work, nothing of its own rides
+// on the cycle: it polls coarsely (up to cycle_time) until local work arrives. A
+// caller blocked on its own op has nothing else to run, so it polls as MPI's blocking
+// collectives do (for up to 5 ms; a peer that late is busy elsewhere, and polling on
+// would only burn the core): sleeping there made whichever rank arrived first wake up
+// to 100 us after the other, and the two took turns being late by that much. The
+// peers are checked at most once per millisecond: each check is two more calls into
+// MPI's progress engine.
 void MpiExchange::Wait(MPI_Request* request, WaitMode mode, int count) {
   using std::chrono::microseconds;
   const auto wait = PeerWait(options_.timeout_seconds, rank_);
   auto deadline = wait == Clock::duration::max() ? Clock::time_point::max() : Clock::now() + wait;
+  PeerCheckClock peers;
   if (mode == WaitMode::kIdle) {
     auto pause = microseconds(50);
     while (!Test(request, count)) {
-      CheckPeers(&deadline);
+      peers.Check([&] { CheckPeers(&deadline); });
       if (options_.idle_wait(pause)) break;  // local work: from now on, latency counts
       pause = std::min(pause * 2, options_.idle_poll_cap);
     }
   }
-  const auto spin_until = Clock::now() + microseconds(mode == WaitMode::kCaller ? 5000 : 20);
-  auto next_check = Clock::now() + microseconds(100);
+  const auto started = Clock::now();
+  const auto spin_until = started + microseconds(mode == WaitMode::kCaller ? 5000 : 20);
   while (Clock::now() < spin_until) {
     if (Test(request, count)) return;
     if (mode != WaitMode::kCaller) continue;
     std::this_thread::yield();  // a peer sharing this core gets to run
-    if (Clock::now() >= next_check) {
-      CheckPeers(&deadline);
-      next_check = Clock::now() + microseconds(100);
-    }
+    peers.Check([&] { CheckPeers(&deadline); });
   }
-  auto pause = microseconds(5);
+  auto pause = kFirstBusyPause;
   while (!Test(request, count)) {
-    CheckPeers(&deadline);
+    peers.Check([&] { CheckPeers(&deadline); });
     std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, microseconds(100));
+    pause = NextBusyPause(pause, Clock::now() - started, size_);  // peer_deadline.h
   }
 }
 
