@@ -77,15 +77,15 @@ apt-packages:
 $(PYTHON):
 	python3 -m venv $(VENV)
 
-# uv installs the pinned packages: it downloads in parallel and skips pip's bytecode
-# compilation of every module (torch, TensorFlow and JAX hold tens of thousands;
-# Python compiles what a test imports on first use). Measured from an empty cache:
-# about 2 minutes here, where pip took about 5.
+# uv installs the pinned packages: it downloads and compiles bytecode in parallel.
+# Bytecode is compiled at install time, as pip does, because an environment with
+# PYTHONDONTWRITEBYTECODE set (this machine's) would otherwise compile torch's,
+# TensorFlow's and JAX's modules again in every process that imports them.
 UV_VERSION := 0.13.9
 $(REQUIREMENTS_STAMP): requirements.txt requirements-no-deps.txt | $(PYTHON)
 	$(PIP) install --quiet uv==$(UV_VERSION)
-	$(VENV)/bin/uv pip install --python $(PYTHON) -r requirements.txt
-	$(VENV)/bin/uv pip install --python $(PYTHON) --no-deps -r requirements-no-deps.txt
+	$(VENV)/bin/uv pip install --compile-bytecode --python $(PYTHON) -r requirements.txt
+	$(VENV)/bin/uv pip install --compile-bytecode --python $(PYTHON) --no-deps -r requirements-no-deps.txt
 	touch $@
 
 # For development the venv imports the checkout's python/ (a .pth file), where
