@@ -34,10 +34,10 @@ struct Config {
   int cache_capacity = 1024;   // 0 disables the response cache
   // Bytes of payload lane in each cycle's bit exchange: a lone small cached allreduce
   // reduces inside negotiation's one collective instead of in a second one of its own
-  // (Controller::FillLane says when); 0: no lane. A multiple of 8, at most 256. Off
-  // by default: bit for bit the same results, a lower median at 2 ranks, but a longer
-  // tail (docs/PERFORMANCE.md, "What negotiation now carries").
-  int negotiation_payload_bytes = 0;
+  // (Controller::FillLane says when); 0: no lane. A multiple of 8, at most 256. Bit
+  // for bit the same results as without it (docs/PERFORMANCE.md, "What negotiation
+  // now carries").
+  int negotiation_payload_bytes = 64;
   std::string timeline_path;  // empty: no timeline at start
   bool timeline_mark_cycles = false;
   double stall_check_seconds = 60.0;  // 0 or stall_check_disabled: no stall warnings

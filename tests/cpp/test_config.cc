@@ -111,7 +111,8 @@ TEST(ConfigTest, HorovodAliasUsedWhenLockstepNameUnset) {
 }
 
 TEST(ConfigTest, NegotiationPayloadIsOffByDefaultAndAMultipleOfEightUpTo256) {
-  EXPECT_EQ(Parse({}).negotiation_payload_bytes, 0);
+  EXPECT_EQ(Parse({}).negotiation_payload_bytes, 64);
+  EXPECT_EQ(Parse({{"LOCKSTEP_NEGOTIATION_PAYLOAD_BYTES", "0"}}).negotiation_payload_bytes, 0);
   EXPECT_EQ(Parse({{"LOCKSTEP_NEGOTIATION_PAYLOAD_BYTES", "64"}}).negotiation_payload_bytes, 64);
   EXPECT_EQ(Parse({{"LOCKSTEP_NEGOTIATION_PAYLOAD_BYTES", "256"}}).negotiation_payload_bytes, 256);
   for (const char* bad : {"12", "264", "-8", "64B"}) {

@@ -1,5 +1,5 @@
 """Negotiation's payload lane under mpirun at 2 and 3 ranks: the same script with the
-lane (LOCKSTEP_NEGOTIATION_PAYLOAD_BYTES=64) and without (0, the default) gives the
+lane (LOCKSTEP_NEGOTIATION_PAYLOAD_BYTES=64, the default) and without (0) gives the
 same bits for every case, and rank 0's timeline shows exactly the expected cases
 riding (ALLREDUCE_IN_NEGOTIATION) with the lane and none without it."""
 

@@ -26,7 +26,7 @@ from rank_checks import ALL_DTYPES, BOOL, FLOAT_DTYPES, assert_equal, run_main
 import lockstep.numpy as hvd
 
 OPS = {"Sum": hvd.Sum, "Average": hvd.Average, "Min": hvd.Min, "Max": hvd.Max, "Product": hvd.Product}
-LANE_BYTES = int(os.environ.get("LOCKSTEP_NEGOTIATION_PAYLOAD_BYTES", "0"))
+LANE_BYTES = int(os.environ.get("LOCKSTEP_NEGOTIATION_PAYLOAD_BYTES", "64"))
 SIZES_FOR = 64  # element counts around a 64-byte lane, whatever this run's lane is
 
 
