@@ -194,7 +194,7 @@ void Controller::DecideRide(const CycleVectorSummary& summary, const std::vector
   const Response& response = cache_.Get(lane.slot);
   if (!CanRide(response, lane_bytes_) || !(HeaderFor(lane.slot, response) == lane)) return;
   ridden_slot_ = lane.slot;
-  std::memcpy(ridden_payload_.data(), summary.payload,
+  std::memcpy(ridden_payload_.data(), summary.payload.data(),
               static_cast<size_t>(lane.count) * DataTypeSize(lane.dtype));
 }
 

@@ -137,7 +137,7 @@ CycleVectorSummary DecodeCycleVector(const std::vector<uint64_t>& reduced, int c
   for (size_t w = (used + 7) / 8; w < payload_words; ++w) spill |= payload[w];
   if (spill != 0) throw WireError("cycle vector with a payload past its element count");
   summary.lane_valid = true;
-  summary.payload = reinterpret_cast<const uint8_t*>(payload);
+  std::memcpy(summary.payload.data(), payload, used);
   return summary;
 }
 

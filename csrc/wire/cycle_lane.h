@@ -12,6 +12,7 @@
 // lane survives the whole reduction only when every rank put the same tensor in it.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -58,7 +59,9 @@ struct CycleVectorSummary {
   CycleBitsSummary bits;
   bool lane_valid = false;  // every rank carried `lane`
   LaneHeader lane;
-  const uint8_t* payload = nullptr;  // lane.count combined elements, inside the vector
+  // lane.count combined elements, copied out of the vector (the rest zero), so the
+  // summary outlives it.
+  std::array<uint8_t, kMaxLanePayloadBytes> payload{};
 };
 
 // Throws WireError for a vector of the wrong length, a foreign descriptor, a header

@@ -53,7 +53,7 @@ std::vector<uint64_t> Combine(std::vector<std::vector<uint64_t>> vectors) {
 template <typename T>
 std::vector<T> PayloadOf(const CycleVectorSummary& s) {
   std::vector<T> values(static_cast<size_t>(s.lane.count));
-  std::memcpy(values.data(), s.payload, values.size() * sizeof(T));
+  std::memcpy(values.data(), s.payload.data(), values.size() * sizeof(T));
   return values;
 }
 

@@ -176,7 +176,8 @@ void LanesOfRanks(FuzzedDataProvider& in) {
     lockstep::ReduceInto(payloads[r].data(), expected.data(), shared_header.count,
                          shared_header.dtype, shared_header.reduce_op);
   }
-  Check(std::equal(expected.begin(), expected.end(), s.payload), "the lane's payload differs");
+  Check(std::equal(expected.begin(), expected.end(), s.payload.begin()),
+        "the lane's payload differs");
 }
 
 void LaneFromRawWords(FuzzedDataProvider& in) {
