@@ -57,7 +57,9 @@ status=0
 output=$(env -u PYTHONPATH -u PYTHONOPTIMIZE TF_CPP_MIN_LOG_LEVEL=3 timeout 300 \
   "$scratch/venv/bin/lockstep-run" -np 2 "$fresh" smoke.py "$source_tree" 2>&1) || status=$?
 echo "$output"
-if [ "$status" -ne 0 ] || [ "$(grep -c 'installed lockstep works' <<<"$output")" -ne 2 ]; then
+# Counted as matches, not lines: mpirun may forward the two ranks' lines interleaved
+# on one line (with PYTHONUNBUFFERED, print writes text and newline separately).
+if [ "$status" -ne 0 ] || [ "$(grep -o 'installed lockstep works' <<<"$output" | wc -l)" -ne 2 ]; then
   echo "the installed wheel failed its smoke test (exit status $status)" >&2
   exit 1
 fi

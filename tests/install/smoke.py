@@ -110,7 +110,8 @@ def main():
     import lockstep
 
     lockstep.shutdown()
-    print(f"rank {rank}: installed lockstep works: {', '.join(ran)}", flush=True)
+    sys.stdout.write(f"rank {rank}: installed lockstep works: {', '.join(ran)}\n")  # one write per line
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":
