@@ -108,12 +108,16 @@ build: $(BUILD_DIR)/CMakeCache.txt
 
 # Every suite runs even if an earlier one fails, so one CI run reports everything.
 # Each stage's time is logged as it ends and summed up at the end, so a CI log shows
-# where the time goes.
+# where the time goes. Each stage's output is also kept in $(TEST_LOGS), and the end
+# of a failed stage's log is repeated after the summary: a CI log is often read from
+# its tail, which would otherwise show only the last stage.
+TEST_LOGS := $(BUILD_DIR)/test-logs
 test: setup build
-	@status=0; summary=""; \
+	@status=0; summary=""; failed=""; mkdir -p $(TEST_LOGS); \
 	stage() { \
 	  local name=$$1 started=$$SECONDS result=ok; shift; \
-	  "$$@" || { result=FAILED; status=1; }; \
+	  "$$@" 2>&1 | tee $(TEST_LOGS)/$$name.log; \
+	  [ $${PIPESTATUS[0]} -eq 0 ] || { result=FAILED; status=1; failed+=" $$name"; }; \
 	  local took=$$((SECONDS - started)); \
 	  echo "== make test: $$name took $$took s ($$result)"; \
 	  summary+=$$(printf '%-14s %5d s  %s' "$$name" "$$took" "$$result")$$'\n'; \
@@ -121,7 +125,7 @@ test: setup build
 	started_all=$$SECONDS; \
 	stage lint $(MAKE) lint; \
 	stage ctest ctest --test-dir $(BUILD_DIR) --output-on-failure; \
-	stage pytest $(PYTHON) -m pytest tests/python -v --timeout=300 --durations=25; \
+	stage pytest $(PYTHON) -m pytest tests/python -v -rfE --timeout=300 --durations=25; \
 	stage wheel-test $(MAKE) wheel-test; \
 	stage sanitize-asan $(MAKE) sanitize-asan; \
 	stage sanitize-tsan $(MAKE) sanitize-tsan; \
@@ -129,6 +133,11 @@ test: setup build
 	echo "== make test: summary"; \
 	printf '%s' "$$summary"; \
 	printf '%-14s %5d s  %s\n' total $$((SECONDS - started_all)) "$$([ $$status -eq 0 ] && echo ok || echo FAILED)"; \
+	for name in $$failed; do \
+	  echo "== make test: the end of $$name's log ($(TEST_LOGS)/$$name.log)"; \
+	  lines=$$(grep -E '^(FAILED|ERROR) |[0-9]+ (failed|passed)|tests failed|\*\*\*Failed|ERROR: ' $(TEST_LOGS)/$$name.log); \
+	  if [ -n "$$lines" ]; then tail -n 30 <<< "$$lines"; else tail -n 20 $(TEST_LOGS)/$$name.log; fi; \
+	done; \
 	exit $$status
 
 include tests/sanitizers/sanitizers.mk

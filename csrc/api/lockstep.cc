@@ -196,6 +196,12 @@ void EnqueueGroupWithCallbacks(std::vector<OpSpec> specs, std::vector<DoneCallba
   RunningEngine()->Enqueue(std::move(specs), /*grouped=*/true, std::move(done));
 }
 
+void EnqueueWithCallbacksAndDrive(std::vector<OpSpec> specs, std::vector<DoneCallback> done,
+                                  bool grouped, std::chrono::microseconds budget) {
+  if (specs.empty()) return;
+  RunningEngine()->EnqueueAndDrive(std::move(specs), grouped, std::move(done), budget);
+}
+
 std::string AutoName(const std::string& kind, int32_t process_set_id) {
   return State().namer.NameFor(kind, process_set_id);
 }

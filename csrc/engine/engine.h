@@ -55,6 +55,14 @@ class Engine {
   OpResult Wait(Handle handle);
   // Enqueue one op and Wait for it: the synchronous hot path.
   OpResult Run(OpSpec spec);
+  // Enqueue ops that report through callbacks, then run the cycles on this thread
+  // while they are pending, no other thread is running cycles, and `budget` has not
+  // passed (checked between cycles): a small op's callback usually runs on this thread,
+  // after it has let go of the cycles, before this returns. What is still pending then
+  // goes to the background loop. For kernels of frameworks that must not block until
+  // every rank arrives.
+  void EnqueueAndDrive(std::vector<OpSpec> specs, bool grouped, std::vector<DoneCallback> callbacks,
+                       std::chrono::microseconds budget);
   // Collective over all ranks, like every change of the process sets: each rank
   // proposes the change (a kProcessSetChange message), and the background threads
   // apply it (or fail it everywhere, when ranks disagree) at the same point of the
@@ -77,8 +85,11 @@ class Engine {
   // engine_driving.cc: who runs the cycles. Whoever holds driver_ runs them, one
   // thread at a time: the background loop, or a caller waiting for its own op.
   void Loop();
-  void DriveCycle();                               // driver_ held
-  void DriveUntilDone(Handle handle);              // driver_ held
+  void DriveCycle();  // driver_ held
+  // Runs cycles until every one of `handles` is done (or the engine stops), or until
+  // `deadline` passes between two cycles. driver_ held.
+  void DriveUntilDone(const std::vector<Handle>& handles,
+                      std::chrono::steady_clock::time_point deadline);
   std::chrono::microseconds TimeUntilNextCycle();  // driver_ held
   void Stop(const std::string& reason);            // driver_ held
   bool RunCycles();                                // false when the ranks agreed to shut down

@@ -7,6 +7,10 @@
 #include <sys/prctl.h>
 
 #include <algorithm>
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "engine/engine.h"
 
@@ -47,6 +51,26 @@ class CallerDriving {
  private:
   bool* flag_;
 };
+
+// Callbacks of EnqueueAndDrive's ops that complete on the thread driving for them run
+// once it has let go of the cycles: they are a framework's continuation (a TensorFlow
+// kernel's done), which may go on to run more of the user's program. Other ops'
+// callbacks run where they complete, as on the background thread.
+struct DeferredCallbacks {
+  std::shared_ptr<const int> owner;  // identifies one EnqueueAndDrive call
+  std::vector<std::function<void()>> calls;
+};
+thread_local DeferredCallbacks* t_deferred = nullptr;
+
+DoneCallback DeferredWhileDriving(DoneCallback done, std::shared_ptr<const int> owner) {
+  return [done = std::move(done), owner = std::move(owner)](const Status& status, OpResult result) {
+    if (t_deferred == nullptr || t_deferred->owner != owner) {
+      return done(status, std::move(result));
+    }
+    t_deferred->calls.push_back(
+        [done, status, result = std::move(result)]() mutable { done(status, std::move(result)); });
+  };
+}
 
 }  // namespace
 
@@ -121,21 +145,59 @@ OpResult Engine::Wait(Handle handle) {
     queue_.Wake();
     return handles_.Wait(handle);
   }
-  DriveUntilDone(handle);
+  DriveUntilDone({handle}, std::chrono::steady_clock::time_point::max());
   drive.unlock();
   return handles_.Wait(handle);
 }
 
-void Engine::DriveUntilDone(Handle handle) {
+void Engine::EnqueueAndDrive(std::vector<OpSpec> specs, bool grouped,
+                             std::vector<DoneCallback> callbacks,
+                             std::chrono::microseconds budget) {
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  const bool drive = callers_drive_ && t_driving == nullptr && budget.count() > 0;
+  DeferredCallbacks deferred;
+  if (drive) {
+    deferred.owner = std::make_shared<const int>(0);
+    for (DoneCallback& callback : callbacks) {
+      callback = DeferredWhileDriving(std::move(callback), deferred.owner);
+    }
+  }
+  const std::vector<Handle> handles =
+      Enqueue(std::move(specs), grouped, std::move(callbacks), /*wake_loop=*/!drive);
+  if (!drive) return;
+  {
+    std::unique_lock<std::mutex> driving(driver_, std::try_to_lock);
+    if (!driving.owns_lock()) {
+      queue_.Wake();  // as in Wait: the thread running cycles may be polling coarsely
+      return;
+    }
+    t_deferred = &deferred;
+    DriveUntilDone(handles, deadline);
+    t_deferred = nullptr;
+  }
+  for (auto& callback : deferred.calls) callback();
+}
+
+void Engine::DriveUntilDone(const std::vector<Handle>& handles,
+                            std::chrono::steady_clock::time_point deadline) {
   UseFineTimerSlack();
   DrivingMark mark(this);
   CallerDriving caller(&caller_driving_);
-  while (!stopped_ && !handles_.DoneOrUnknown(handle)) {
+  const auto all_done = [&] {
+    return std::all_of(handles.begin(), handles.end(),
+                       [&](Handle handle) { return handles_.DoneOrUnknown(handle); });
+  };
+  while (!stopped_ && !all_done()) {
     const auto wait = TimeUntilNextCycle();
-    if (wait.count() > 0) queue_.WaitForWork(wait);  // backing off, as the loop would
+    if (wait.count() > 0) {
+      if (std::chrono::steady_clock::now() + wait >= deadline) break;
+      queue_.WaitForWork(wait);  // backing off, as the loop would
+    }
     DriveCycle();
+    if (std::chrono::steady_clock::now() >= deadline) break;
   }
-  // Work of other threads still in flight goes back to the loop.
+  // Work still in flight (other threads', or this caller's past its deadline) goes
+  // back to the loop.
   if (!stopped_ && (AnyPending() || AnyUnsent() || queue_.HasEntries())) queue_.Wake();
 }
 

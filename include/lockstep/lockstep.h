@@ -6,6 +6,7 @@
 // rank has run the collective and returns the result (or throws lockstep::Error).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -184,6 +185,23 @@ std::vector<Handle> EnqueueGroup(std::vector<OpSpec> specs);
 // Throws Error for bad arguments, in which case no callback runs.
 void EnqueueWithCallback(OpSpec spec, DoneCallback done);
 void EnqueueGroupWithCallbacks(std::vector<OpSpec> specs, std::vector<DoneCallback> done);
+// Like EnqueueWithCallback (one spec) or EnqueueGroupWithCallbacks (`grouped`), after
+// which the calling thread runs the negotiation cycles itself while its ops are pending and
+// no other thread is running them, for up to about `budget` (checked between cycles;
+// one cycle waits for the other ranks' next one). An op that every rank submits at
+// about the same time then completes before this returns, its callback running on
+// this thread (after it has let go of the cycles, before this returns), without a
+// hand-off to the background thread and back. What is still pending after the budget
+// completes on the background thread, as with the plain calls. For framework kernels
+// that may not block until every rank arrives (an XLA FFI handler, a TensorFlow async
+// kernel).
+// The default budget: a cycle among ranks that arrived together takes a few to tens of
+// microseconds, and a kernel waiting longer for a late rank would hold its thread from
+// the program's independent work.
+constexpr std::chrono::microseconds kKernelDriveBudget{200};
+void EnqueueWithCallbacksAndDrive(std::vector<OpSpec> specs, std::vector<DoneCallback> done,
+                                  bool grouped,
+                                  std::chrono::microseconds budget = kKernelDriveBudget);
 
 // The name for an unnamed op of `kind` ("allreduce", ...): a counter per kind and
 // process set, so ranks that submit their unnamed ops in the same order get the same

@@ -4,6 +4,7 @@
 // over MPI is tested under mpirun.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -27,11 +28,16 @@ Config TestConfig() {
 
 class InProcessJob {
  public:
-  explicit InProcessJob(int size, const Config& config = TestConfig())
+  // callers_may_drive: the transport may be called from any thread (one at a time),
+  // as MPI_THREAD_SERIALIZED allows, so callers run cycles themselves.
+  explicit InProcessJob(int size, const Config& config = TestConfig(),
+                        bool callers_may_drive = false)
       : hub_(size), handles_(size), namers_(size) {
     for (int rank = 0; rank < size; ++rank) {
-      engines_.push_back(std::make_unique<Engine>(InProcessWorld(hub_, rank), config,
-                                                  handles_[rank], namers_[rank]));
+      World world = InProcessWorld(hub_, rank);
+      world.any_thread_may_call = callers_may_drive;
+      engines_.push_back(
+          std::make_unique<Engine>(std::move(world), config, handles_[rank], namers_[rank]));
     }
   }
   int size() const { return hub_.size(); }
@@ -217,6 +223,94 @@ TEST(EngineLoop, ARankBehindDoesNotCycleEveryCycleTimeWhileOthersWaitForIt) {
   const Handle late = job.engine(1).Enqueue(std::move(second), false).front();
   job.handles(0).Wait(early);
   job.handles(1).Wait(late);
+  EXPECT_EQ(outputs, (std::vector<float>{3, 3}));
+}
+
+// EnqueueAndDrive, as a framework kernel calls it: what a callback saw.
+struct CallbackRecord {
+  std::atomic<bool> ran{false};
+  std::thread::id thread;
+  std::string error;
+};
+
+DoneCallback Recording(CallbackRecord& record) {
+  return [&record](const Status& status, OpResult) {
+    record.thread = std::this_thread::get_id();
+    record.error = status.ok() ? "" : status.message();
+    record.ran = true;
+  };
+}
+
+OpSpec SumOf(const std::string& name, float* input, float* output) {
+  OpSpec s;
+  s.name = name;
+  s.reduce_op = ReduceOp::kSum;
+  s.shape = {1};
+  s.input = input;
+  s.output = output;
+  return s;
+}
+
+// Ranks that submit together run the cycles on their own threads and finish there:
+// each callback has run, on the submitting thread, when EnqueueAndDrive returns. The
+// background loops stay parked (a long cycle_time), so no thread but the callers'
+// could have run the cycles.
+TEST(EngineLoop, OpsSubmittedTogetherFinishOnTheSubmittingThreadBeforeEnqueueAndDriveReturns) {
+  Config config = TestConfig();
+  config.cycle_time_ms = 500;
+  InProcessJob job(2, config, /*callers_may_drive=*/true);
+  std::vector<float> inputs{1, 2}, outputs(2);
+  // The loops' first cycles, then they park for cycle_time.
+  job.RunEverywhere([&](int rank) { return SumOf("warm-up", &inputs[rank], &outputs[rank]); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (int round = 0; round < 5; ++round) {  // negotiated in full, then from the cache
+    std::vector<CallbackRecord> records(2);
+    std::vector<std::thread::id> callers(2);
+    std::vector<char> ran_before_return(2);  // not vector<bool>: two threads write it
+    std::vector<std::thread> ranks;
+    for (int rank = 0; rank < 2; ++rank) {
+      ranks.emplace_back([&, rank] {
+        callers[rank] = std::this_thread::get_id();
+        std::vector<OpSpec> specs{SumOf("together", &inputs[rank], &outputs[rank])};
+        std::vector<DoneCallback> callbacks{Recording(records[rank])};
+        job.engine(rank).EnqueueAndDrive(std::move(specs), false, std::move(callbacks),
+                                         std::chrono::seconds(60));
+        ran_before_return[rank] = records[rank].ran;
+      });
+    }
+    for (auto& thread : ranks) thread.join();
+    for (int rank = 0; rank < 2; ++rank) {
+      EXPECT_TRUE(ran_before_return[rank]) << "rank " << rank << ", round " << round;
+      EXPECT_EQ(records[rank].thread, callers[rank]) << "rank " << rank << ", round " << round;
+      EXPECT_EQ(records[rank].error, "");
+    }
+    EXPECT_EQ(outputs, (std::vector<float>{3, 3})) << "round " << round;
+  }
+}
+
+// A rank whose peer has not submitted gives up driving after its budget (plus the one
+// cycle that waits for the peer's next idle cycle): the op then finishes on the
+// background thread once the peer submits.
+TEST(EngineLoop, EnqueueAndDriveReturnsAfterItsBudgetWhenAPeerIsLate) {
+  InProcessJob job(2, TestConfig(), /*callers_may_drive=*/true);
+  std::vector<float> inputs{1, 2}, outputs(2);
+  CallbackRecord early;
+  std::vector<OpSpec> specs{SumOf("late peer", &inputs[0], &outputs[0])};
+  std::vector<DoneCallback> callbacks{Recording(early)};
+  const auto started = std::chrono::steady_clock::now();
+  job.engine(0).EnqueueAndDrive(std::move(specs), false, std::move(callbacks),
+                                std::chrono::milliseconds(1));
+  const auto took = std::chrono::steady_clock::now() - started;
+  EXPECT_FALSE(early.ran);  // rank 1 has not submitted yet: it cannot have finished
+  EXPECT_LT(took, std::chrono::seconds(5));
+  std::vector<OpSpec> late{SumOf("late peer", &inputs[1], &outputs[1])};
+  job.handles(1).Wait(job.engine(1).Enqueue(std::move(late), false).front());
+  for (int tries = 0; tries < 500 && !early.ran; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(early.ran);
+  EXPECT_NE(early.thread, std::this_thread::get_id());
+  EXPECT_EQ(early.error, "");
   EXPECT_EQ(outputs, (std::vector<float>{3, 3}));
 }
 

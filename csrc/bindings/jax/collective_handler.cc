@@ -2,9 +2,13 @@
 //
 // One handler serves every collective kind (the `op` attribute says which). It hands
 // all its buffers to the core at once (a pytree becomes one group, which the core
-// negotiates as a unit and fuses) and returns an ffi::Future at once: the core's
-// background thread completes the future when the collective is done. No XLA thread
-// ever blocks on another rank, so however XLA orders independent collectives on each
+// negotiates as a unit and fuses) and returns an ffi::Future. Before returning, the XLA
+// thread runs the negotiation itself for a short budget (EnqueueWithCallbacksAndDrive):
+// when every rank arrives at about the same time, the collective is done by then and
+// the future is returned complete, without waking any other thread. Otherwise the
+// core's background thread completes it later, through a completion thread (so that
+// XLA's continuation never runs on lockstep's thread). No XLA thread blocks on another
+// rank beyond that budget, so however XLA orders independent collectives on each
 // rank, every rank eventually submits all of them and none can deadlock.
 //
 // Argument decoding and naming are shared with the CUDA handler (ffi_call.h).
@@ -27,6 +31,18 @@ namespace lockstep {
 namespace jax {
 namespace {
 
+// The call whose handler is running cycles on this thread: its members' callbacks may
+// complete the future here, before the handler returns it.
+thread_local const void* t_driving_call = nullptr;
+
+class DrivingCall {
+ public:
+  explicit DrivingCall(const void* call) { t_driving_call = call; }
+  ~DrivingCall() { t_driving_call = nullptr; }
+  DrivingCall(const DrivingCall&) = delete;
+  DrivingCall& operator=(const DrivingCall&) = delete;
+};
+
 // Counts the members down; the first failure becomes the call's error. Results are
 // copied on the core's thread; the future completes on the completion thread.
 class Completion : public std::enable_shared_from_this<Completion> {
@@ -39,7 +55,11 @@ class Completion : public std::enable_shared_from_this<Completion> {
     std::shared_ptr<Completion> self = shared_from_this();
     return [self, output](const Status& status, OpResult result) {
       ffi::Error outcome = self->Finish(output, status, result);
-      PostCompletion([self, outcome] { self->countdown_.CountDown(outcome); });
+      if (t_driving_call == self.get()) {
+        self->countdown_.CountDown(outcome);
+      } else {
+        PostCompletion([self, outcome] { self->countdown_.CountDown(outcome); });
+      }
     };
   }
 
@@ -86,11 +106,8 @@ ffi::Future Collective(ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t
     callbacks.push_back(completion->Member(output));
   ffi::Future future = completion->MakeFuture();
   try {
-    if (members == 1) {
-      EnqueueWithCallback(std::move(decoded.specs.front()), std::move(callbacks.front()));
-    } else {
-      EnqueueGroupWithCallbacks(std::move(decoded.specs), std::move(callbacks));
-    }
+    DrivingCall driving(completion.get());
+    EnqueueWithCallbacksAndDrive(std::move(decoded.specs), std::move(callbacks), members > 1);
   } catch (const Error& refused) {
     // No callback runs after a refusal, so the future is still pending: fail it here.
     for (size_t i = 0; i < members; ++i) {

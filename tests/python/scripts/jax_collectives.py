@@ -306,6 +306,41 @@ def check_vmap(rank, size):
         )
 
 
+def check_pure_calls_agree_everywhere(rank, size):
+    """The custom calls are pure to XLA: what it drops, hoists or keeps, it does the
+    same on every rank, so none of these hangs and each result is exact."""
+    x = jnp.full(3, rank + 1.0, jnp.float32)
+    total = size * (size + 1) / 2
+
+    @jax.jit
+    def with_unused(v):
+        hvd.allreduce(v, op=hvd.Sum, name="pure.unused")  # result never used
+        return hvd.allreduce(v * 2, op=hvd.Sum, name="pure.used")
+
+    @jax.jit
+    def loop_invariant(v):  # the same input every iteration
+        return jax.lax.fori_loop(0, 3, lambda i, acc: acc + hvd.allreduce(v, op=hvd.Sum, name="pure.inv"), v * 0)
+
+    @jax.jit
+    def loop_carried(v):  # each iteration reduces the last one's result
+        return jax.lax.fori_loop(0, 3, lambda i, acc: acc + hvd.allreduce(acc, op=hvd.Sum, name="pure.carry"), v)
+
+    @jax.jit
+    def in_a_branch(v, on):
+        return jax.lax.cond(on, lambda u: hvd.allreduce(u, op=hvd.Sum, name="pure.branch"), lambda u: u * 0, v)
+
+    carried = np.arange(1, size + 1, dtype=np.float32)
+    for _ in range(3):
+        carried = carried + carried.sum()
+    for repeat in range(3):
+        check(with_unused(x), np.full(3, 2 * total, np.float32), f"jit allreduce beside an unused one (run {repeat})")
+        check(loop_invariant(x), np.full(3, 3 * total, np.float32), f"allreduce of a loop invariant (run {repeat})")
+        check(loop_carried(x), np.full(3, carried[rank], np.float32), f"allreduce of a loop carry (run {repeat})")
+        check(in_a_branch(x, repeat % 2 == 0), np.full(3, total if repeat % 2 == 0 else 0, np.float32), "cond")
+    check(hvd.allreduce(x, op=hvd.Sum, name="pure.after"), np.full(3, total, np.float32), "eager allreduce after")
+    print(f"rank {rank}: pure compiled collectives agree on every rank", flush=True)
+
+
 def check_objects(rank, size):
     assert hvd.broadcast_object({"from": rank}, root_rank=size - 1) == {"from": size - 1}, "broadcast_object"
     assert hvd.allgather_object(rank * 2) == [r * 2 for r in range(size)], "allgather_object"
@@ -326,6 +361,7 @@ def main():
         check_reducescatter,
         check_gradients,
         check_vmap,
+        check_pure_calls_agree_everywhere,
         check_objects,
     ):
         check_fn(rank, size)
