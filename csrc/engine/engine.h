@@ -138,7 +138,7 @@ class Engine {
   std::chrono::microseconds backoff_{0};
   // Idle cycles come every cycle_time * idle_stretch_; it doubles per cycle in which no
   // rank had work, up to kMaxIdleStretch.
-  static constexpr int kMaxIdleStretch = 16;
+  static constexpr int kMaxIdleStretch = 32;
   int idle_stretch_ = 1;
   std::string gpu_unavailable_;               // why GPU tensors are refused (see ValidateSpec)
   std::unique_ptr<AutotuneDriver> autotune_;  // null unless LOCKSTEP_AUTOTUNE is on
