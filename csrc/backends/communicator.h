@@ -53,6 +53,7 @@ struct World {
   std::vector<std::string> hostnames;  // [r]: rank r's host
   bool threads_supported = false;      // the transport may be called from any thread
   bool any_thread_may_call = false;    // ... from any thread, one at a time
+  bool ranks_outnumber_cores = false;  // this host runs more ranks than it has cores
   // Some ranks stopped answering: the process must end without the transport's
   // collective shutdown, which would wait for them forever.
   std::function<void()> mark_peers_lost = [] {};

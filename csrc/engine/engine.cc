@@ -65,6 +65,7 @@ Engine::Engine(World world, const Config& config, HandleTable& handles, OpNamer&
   // Callers may run cycles themselves only where MPI lets any thread call it, one at a
   // time.
   callers_drive_ = config_.caller_cycles && world_.any_thread_may_call;
+  kernels_drive_ = callers_drive_ && !world_.ranks_outnumber_cores;
   running_ = true;
   thread_ = std::thread([this] { Loop(); });
 }

@@ -154,7 +154,7 @@ void Engine::EnqueueAndDrive(std::vector<OpSpec> specs, bool grouped,
                              std::vector<DoneCallback> callbacks,
                              std::chrono::microseconds budget) {
   const auto deadline = std::chrono::steady_clock::now() + budget;
-  const bool drive = callers_drive_ && t_driving == nullptr && budget.count() > 0;
+  const bool drive = kernels_drive_ && t_driving == nullptr && budget.count() > 0;
   DeferredCallbacks deferred;
   if (drive) {
     deferred.owner = std::make_shared<const int>(0);

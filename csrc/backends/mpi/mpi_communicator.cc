@@ -1,6 +1,7 @@
 #include "backends/mpi/mpi_communicator.h"
 
 #include <cstdlib>
+#include <thread>
 
 #include "backends/mpi/mpi_exchange.h"
 #include "backends/mpi/mpi_ops.h"
@@ -65,6 +66,8 @@ World StartMpiWorld() {
   world.hostnames = context->hostnames();
   world.threads_supported = context->threads_supported();
   world.any_thread_may_call = context->any_thread_may_call();
+  const unsigned cores = std::thread::hardware_concurrency();  // 0: unknown
+  world.ranks_outnumber_cores = cores > 0 && world.topology.local_size > static_cast<int>(cores);
   world.mark_peers_lost = [] { MarkPeersLost(); };
   // The context owns the duplicate of MPI_COMM_WORLD and frees it when the last
   // communicator holding it goes.
