@@ -11,8 +11,7 @@ in one program, and the same 50 as one grouped call. Each call counts as long as
 its slowest rank took; prints the median and p90 over calls (us).
 """
 
-import time
-
+import bench_jax  # its per-call timing: the slowest rank's time per call
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -60,15 +59,7 @@ def main():
         for name, call in timed.items():
             for _ in range(5):
                 call()
-            COMM.Barrier()
-            local = np.empty(CALLS)
-            for i in range(CALLS):
-                start = time.perf_counter()
-                call()
-                local[i] = time.perf_counter() - start
-            slowest = np.empty_like(local)
-            COMM.Allreduce(local, slowest, op=MPI.MAX)
-            samples[name].append(slowest)
+            samples[name].append(bench_jax.timed(call, CALLS))
     if COMM.rank == 0:
         print(f"{'variant':40s} {'median':>10s} {'p90':>10s}")
         for name, values in samples.items():

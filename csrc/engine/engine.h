@@ -86,9 +86,10 @@ class Engine {
   // thread at a time: the background loop, or a caller waiting for its own op.
   void Loop();
   void DriveCycle();  // driver_ held
-  // Runs cycles until every one of `handles` is done (or the engine stops), or until
-  // `deadline` passes between two cycles. driver_ held.
-  void DriveUntilDone(const std::vector<Handle>& handles,
+  // Runs cycles until each of the `count` handles is done (or the engine stops), or
+  // until `deadline` passes between two cycles. driver_ held. A pointer and count, so
+  // that a synchronous op's Wait passes its one handle without allocating.
+  void DriveUntilDone(const Handle* handles, size_t count,
                       std::chrono::steady_clock::time_point deadline);
   std::chrono::microseconds TimeUntilNextCycle();  // driver_ held
   void Stop(const std::string& reason);            // driver_ held

@@ -145,7 +145,7 @@ OpResult Engine::Wait(Handle handle) {
     queue_.Wake();
     return handles_.Wait(handle);
   }
-  DriveUntilDone({handle}, std::chrono::steady_clock::time_point::max());
+  DriveUntilDone(&handle, 1, std::chrono::steady_clock::time_point::max());
   drive.unlock();
   return handles_.Wait(handle);
 }
@@ -172,19 +172,19 @@ void Engine::EnqueueAndDrive(std::vector<OpSpec> specs, bool grouped,
       return;
     }
     t_deferred = &deferred;
-    DriveUntilDone(handles, deadline);
+    DriveUntilDone(handles.data(), handles.size(), deadline);
     t_deferred = nullptr;
   }
   for (auto& callback : deferred.calls) callback();
 }
 
-void Engine::DriveUntilDone(const std::vector<Handle>& handles,
+void Engine::DriveUntilDone(const Handle* handles, size_t count,
                             std::chrono::steady_clock::time_point deadline) {
   UseFineTimerSlack();
   DrivingMark mark(this);
   CallerDriving caller(&caller_driving_);
   const auto all_done = [&] {
-    return std::all_of(handles.begin(), handles.end(),
+    return std::all_of(handles, handles + count,
                        [&](Handle handle) { return handles_.DoneOrUnknown(handle); });
   };
   while (!stopped_ && !all_done()) {
