@@ -13,6 +13,7 @@
 #include "backends/gpu_collectives.h"
 #include "backends/gpu_info.h"
 #include "common/config.h"
+#include "common/host_buffer_pool.h"
 #include "engine/engine.h"
 #include "submit/handle_table.h"
 
@@ -101,6 +102,7 @@ void Init() {
   } catch (const ConfigError& e) {
     throw Error(e.what());
   }
+  HostBufferPool::Process().SetCapacity(static_cast<size_t>(config.host_buffer_cache_bytes));
   auto engine = std::make_shared<Engine>(config, state.handles, state.namer);
   {
     std::lock_guard<std::mutex> lock(state.mutex);
@@ -130,6 +132,8 @@ void Shutdown() {
     if (engine) state.was_shut_down = true;
   }
   if (engine) engine->Shutdown();
+  // Results handed out still return their buffers; only what is cached now goes.
+  if (engine) HostBufferPool::Process().Release();
 }
 
 bool IsInitialized() {

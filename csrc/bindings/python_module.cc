@@ -116,6 +116,21 @@ void BindResult(py::module_& m) {
       });
 }
 
+// Host memory for a frontend's result array (numpy): large ones come recycled from the
+// core's cache of freed buffers, and return there when the last array viewing them
+// goes (the array's base holds this object).
+void BindHostBuffer(py::module_& m) {
+  m.attr("RECYCLED_HOST_BUFFER_BYTES") = kRecycledHostBufferBytes;
+  py::class_<Buffer, std::shared_ptr<Buffer>>(m, "HostBuffer", py::buffer_protocol())
+      .def(py::init<size_t>(), py::arg("nbytes"))
+      .def_property_readonly("nbytes", &Buffer::size)
+      .def_buffer([](Buffer& b) -> py::buffer_info {
+        return py::buffer_info(b.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(b.size())}, {py::ssize_t{1}},
+                               /*readonly=*/false);
+      });
+}
+
 Topology Topo() { return GetTopology(); }
 
 // Small ops are often done by the time the caller waits; handing the GIL back and
@@ -299,6 +314,7 @@ PYBIND11_MODULE(_core, m) {
   BindEnums(m);
   BindOpSpec(m);
   BindResult(m);
+  BindHostBuffer(m);
 
   m.def("init", &Init, py::call_guard<py::gil_scoped_release>());
   m.def("shutdown", &Shutdown, py::call_guard<py::gil_scoped_release>());

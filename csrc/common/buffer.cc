@@ -2,12 +2,19 @@
 #include <new>
 #include <utility>
 
+#include "common/host_buffer_pool.h"
 #include "lockstep/lockstep.h"
 
 namespace lockstep {
 
 // 64-byte alignment keeps vectorized copies and MPI's reductions on whole cache lines.
+// Large ones come from the process's pool of freed buffers (common/host_buffer_pool.h).
 Buffer::Buffer(size_t bytes) : size_(bytes) {
+  if (HostBufferPool::Pooled(bytes)) {
+    data_ = HostBufferPool::Process().Take(bytes);
+    release_ = [bytes](void* data) { HostBufferPool::Process().Give(data, bytes); };
+    return;
+  }
   size_t rounded = (bytes + 63) / 64 * 64;
   data_ = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
   if (data_ == nullptr) throw std::bad_alloc();

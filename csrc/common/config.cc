@@ -217,6 +217,10 @@ Config ParseConfig(const Lookup& lookup) {
   }
   if (auto s = FindSetting(lookup, "CALLER_CYCLES")) config.caller_cycles = ReadBool(*s);
   if (auto s = FindSetting(lookup, "LOG_LEVEL")) config.log_level = ReadLogLevel(*s);
+  if (auto s = FindSetting(lookup, "HOST_BUFFER_CACHE_BYTES")) {
+    config.host_buffer_cache_bytes =
+        ReadInteger(*s, std::numeric_limits<int64_t>::max(), "a whole number of bytes >= 0");
+  }
   ParseAutotune(lookup, &config);
   ParseGpu(lookup, &config);
   return config;
@@ -255,6 +259,7 @@ std::string Describe(const Config& config) {
   }
   out << " hierarchical_allreduce=" << (config.hierarchical_allreduce ? "on" : "off");
   out << " caller_cycles=" << (config.caller_cycles ? "on" : "off");
+  out << " host_buffer_cache=" << config.host_buffer_cache_bytes << "B";
   out << " gpu_operations=" << GpuOperationsName(config.gpu_operations)
       << " gpu_fusion_threshold=" << config.gpu_fusion_threshold_bytes << "B nccl_timeout=";
   if (config.nccl_timeout_seconds == 0) {

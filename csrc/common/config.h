@@ -53,6 +53,9 @@ struct Config {
   // thread does (engine_driving.cc); false: only the background thread runs them.
   bool caller_cycles = true;
   LogLevel log_level = LogLevel::kWarning;
+  // Most bytes of freed large host results (64 KiB+) kept for reuse
+  // (common/host_buffer_pool.h); 0 keeps none.
+  int64_t host_buffer_cache_bytes = 128 * 1024 * 1024;
 
   // LOCKSTEP_GPU_OPERATIONS (alias HOROVOD_GPU_OPERATIONS): nccl unless set. Where
   // libnccl cannot be loaded, GPU tensors fall back to mpi unless nccl was asked for.

@@ -120,6 +120,15 @@ TEST(ConfigTest, NegotiationPayloadIsOffByDefaultAndAMultipleOfEightUpTo256) {
   }
 }
 
+TEST(ConfigTest, HostBufferCacheIsBytesAndZeroTurnsItOff) {
+  EXPECT_EQ(Parse({}).host_buffer_cache_bytes, 128 * 1024 * 1024);
+  EXPECT_EQ(Parse({{"LOCKSTEP_HOST_BUFFER_CACHE_BYTES", "0"}}).host_buffer_cache_bytes, 0);
+  EXPECT_EQ(Parse({{"HOROVOD_HOST_BUFFER_CACHE_BYTES", "4096"}}).host_buffer_cache_bytes, 4096);
+  for (const char* bad : {"-1", "1.5", "64MiB", ""}) {
+    EXPECT_THROW(Parse({{"LOCKSTEP_HOST_BUFFER_CACHE_BYTES", bad}}), ConfigError) << bad;
+  }
+}
+
 TEST(ConfigTest, AcceptsBoundaryValues) {
   Config config = Parse({{"LOCKSTEP_FUSION_THRESHOLD", "0"},
                          {"LOCKSTEP_CACHE_CAPACITY", "65536"},

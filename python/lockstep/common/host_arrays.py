@@ -63,9 +63,28 @@ def tensor_ref(array):
     return TensorRef(_core.buffer_address(array), CORE_DTYPES[array.dtype], array.shape, array)
 
 
+# Result arrays this large take recycled memory from the core (see empty()).
+RECYCLED_BYTES = _core.RECYCLED_HOST_BUFFER_BYTES
+
+
+def empty(shape, dtype):
+    """np.empty(shape, dtype), but an array of RECYCLED_BYTES or more lives in a buffer
+    recycled by the core: glibc unmaps large freed blocks, and a result that faults its
+    pages in afresh every step cost several times the collective (docs/PERFORMANCE.md,
+    "Result buffers"). The buffer returns to the core's cache when the last array
+    viewing it goes."""
+    dtype = np.dtype(dtype)
+    count = 1
+    for extent in shape:
+        count *= extent
+    if count * dtype.itemsize < RECYCLED_BYTES:
+        return np.empty(shape, dtype)
+    return np.frombuffer(_core.HostBuffer(count * dtype.itemsize), dtype=dtype).reshape(shape)
+
+
 def new_output_like(array):
     """A fresh array for the core to write the result into, and its TensorRef."""
-    output = np.empty(array.shape, dtype=array.dtype)
+    output = empty(array.shape, array.dtype)
     return output, tensor_ref(output)
 
 

@@ -173,6 +173,33 @@ def check_large_tensors(rank, size):
     pending.check_all()
 
 
+def check_recycled_results(rank, size):
+    """Results of 64 KiB and more live in buffers the core recycles: a dropped result's
+    memory serves the next one, but never while any view of it is still alive."""
+    from lockstep import _core
+
+    shape = (1 << 18,)  # 1 MiB of float32
+    kept = hvd.allreduce(np.full(shape, rank + 1, np.float32), op=hvd.Sum, name="recycled")
+    assert kept.flags.writeable and kept.flags.c_contiguous, kept.flags
+    expected = size * (size + 1) / 2
+    view = kept[5:10]
+    kept_address = _core.buffer_address(kept)
+    del kept
+    addresses = set()
+    for step in range(20):
+        result = hvd.allreduce(np.full(shape, step, np.float32), op=hvd.Sum, name="recycled")
+        assert_equal(result, np.full(shape, step * size, np.float32), f"recycled step {step}")
+        result[:] = -1  # the user may write into a result; the next one is unaffected
+        addresses.add(_core.buffer_address(result))
+        del result
+    assert kept_address not in addresses, "a buffer was recycled while a view of it was alive"
+    assert_equal(view, np.full((5,), expected, np.float32), "a view of a recycled-size result")
+    assert len(addresses) == 1, f"dropped results were not recycled: {len(addresses)} buffers"
+    root_data = np.arange(1 << 17, dtype=np.float64) + rank
+    for _ in range(3):
+        assert_equal(hvd.broadcast(root_data, 0, name="recycled.bcast"), root_data - rank, "recycled broadcast")
+
+
 def check_poll(rank, size):
     big = np.full(1 << 20, rank + 1, np.float32)
     handle = hvd.allreduce_async(big, op=hvd.Sum, name="poll.big")
@@ -241,6 +268,7 @@ def main():
     check_unnamed_ops_interleaved(rank, size)
     check_in_place(rank, size)
     check_large_tensors(rank, size)
+    check_recycled_results(rank, size)
     check_poll(rank, size)
     check_compression(rank, size)
     check_grouped(rank, size)

@@ -1,0 +1,105 @@
+#include "common/host_buffer_pool.h"
+
+#include <pthread.h>
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <new>
+
+namespace lockstep {
+namespace {
+
+constexpr size_t kPageBytes = 4096;
+// NumPy asks for transparent huge pages on arrays this large; a result that lived in
+// a NumPy array before must not fault in 512 times as many pages now.
+constexpr size_t kHugePageHintBytes = 4 * 1024 * 1024;
+
+}  // namespace
+
+HostBufferPool& HostBufferPool::Process() {
+  static HostBufferPool* const pool = [] {
+    auto* created = new HostBufferPool();
+    // A fork while another thread holds the mutex must not leave the child's copy
+    // locked forever (a forked DataLoader worker may free a result).
+    pthread_atfork([] { Process().mutex_.lock(); }, [] { Process().mutex_.unlock(); },
+                   [] { Process().mutex_.unlock(); });
+    return created;
+  }();
+  return *pool;
+}
+
+HostBufferPool::HostBufferPool(size_t capacity_bytes) : capacity_(capacity_bytes) {}
+
+HostBufferPool::~HostBufferPool() {
+  for (const Block& block : age_) std::free(block.data);
+}
+
+size_t HostBufferPool::BlockBytes(size_t bytes) {
+  return (bytes + kPageBytes - 1) / kPageBytes * kPageBytes;
+}
+
+void* HostBufferPool::Take(size_t bytes) {
+  const size_t block_bytes = BlockBytes(bytes);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = by_size_.find(block_bytes);
+    if (found != by_size_.end() && !found->second.empty()) {
+      // The most recently cached block of this size: its pages are the likeliest warm.
+      const auto block = found->second.back();
+      found->second.pop_back();
+      void* data = block->data;
+      cached_ -= block_bytes;
+      age_.erase(block);
+      return data;
+    }
+  }
+  void* data = std::aligned_alloc(kPageBytes, block_bytes);
+  if (data == nullptr) throw std::bad_alloc();
+  if (block_bytes >= kHugePageHintBytes) madvise(data, block_bytes, MADV_HUGEPAGE);  // a hint
+  return data;
+}
+
+void HostBufferPool::Give(void* data, size_t bytes) {
+  const size_t block_bytes = BlockBytes(bytes);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (block_bytes > capacity_) {
+    std::free(data);
+    return;
+  }
+  by_size_[block_bytes].push_back(age_.insert(age_.end(), Block{data, block_bytes}));
+  cached_ += block_bytes;
+  EvictOverCapacity();
+}
+
+void HostBufferPool::SetCapacity(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  capacity_ = bytes;
+  EvictOverCapacity();
+}
+
+void HostBufferPool::Release() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const size_t capacity = capacity_;
+  capacity_ = 0;
+  EvictOverCapacity();
+  capacity_ = capacity;
+}
+
+size_t HostBufferPool::cached_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return cached_;
+}
+
+void HostBufferPool::EvictOverCapacity() {
+  while (cached_ > capacity_) {
+    const Block oldest = age_.front();
+    auto& same_size = by_size_[oldest.bytes];
+    same_size.erase(same_size.begin());  // the oldest of its size is the list's oldest too
+    if (same_size.empty()) by_size_.erase(oldest.bytes);
+    age_.pop_front();
+    cached_ -= oldest.bytes;
+    std::free(oldest.data);
+  }
+}
+
+}  // namespace lockstep
