@@ -13,6 +13,11 @@ constexpr size_t kPageBytes = 4096;
 // NumPy asks for transparent huge pages on arrays this large; a result that lived in
 // a NumPy array before must not fault in 512 times as many pages now.
 constexpr size_t kHugePageHintBytes = 4 * 1024 * 1024;
+// Data starts this far into a block's first page. Measured at 2 ranks: MPI_Allreduce
+// into a page-aligned 1 MiB result ran at half speed (517 against 227 us) whenever
+// another page-aligned buffer of that size was in use, and at full speed 16 or 64
+// bytes in, which is about where malloc puts NumPy's own large arrays.
+constexpr size_t kLeadBytes = 64;
 
 }  // namespace
 
@@ -35,7 +40,7 @@ HostBufferPool::~HostBufferPool() {
 }
 
 size_t HostBufferPool::BlockBytes(size_t bytes) {
-  return (bytes + kPageBytes - 1) / kPageBytes * kPageBytes;
+  return (bytes + kLeadBytes + kPageBytes - 1) / kPageBytes * kPageBytes;
 }
 
 void* HostBufferPool::Take(size_t bytes) {
@@ -47,26 +52,27 @@ void* HostBufferPool::Take(size_t bytes) {
       // The most recently cached block of this size: its pages are the likeliest warm.
       const auto block = found->second.back();
       found->second.pop_back();
-      void* data = block->data;
+      void* start = block->data;
       cached_ -= block_bytes;
       age_.erase(block);
-      return data;
+      return static_cast<char*>(start) + kLeadBytes;
     }
   }
-  void* data = std::aligned_alloc(kPageBytes, block_bytes);
-  if (data == nullptr) throw std::bad_alloc();
-  if (block_bytes >= kHugePageHintBytes) madvise(data, block_bytes, MADV_HUGEPAGE);  // a hint
-  return data;
+  void* start = std::aligned_alloc(kPageBytes, block_bytes);
+  if (start == nullptr) throw std::bad_alloc();
+  if (block_bytes >= kHugePageHintBytes) madvise(start, block_bytes, MADV_HUGEPAGE);  // a hint
+  return static_cast<char*>(start) + kLeadBytes;
 }
 
 void HostBufferPool::Give(void* data, size_t bytes) {
   const size_t block_bytes = BlockBytes(bytes);
+  void* start = static_cast<char*>(data) - kLeadBytes;
   std::lock_guard<std::mutex> lock(mutex_);
   if (block_bytes > capacity_) {
-    std::free(data);
+    std::free(start);
     return;
   }
-  by_size_[block_bytes].push_back(age_.insert(age_.end(), Block{data, block_bytes}));
+  by_size_[block_bytes].push_back(age_.insert(age_.end(), Block{start, block_bytes}));
   cached_ += block_bytes;
   EvictOverCapacity();
 }

@@ -75,12 +75,12 @@ struct OpSpec {
 // Host buffers of this many bytes and more are recycled: when the last owner drops
 // one, it is kept (up to LOCKSTEP_HOST_BUFFER_CACHE_BYTES in all) for the next buffer
 // of the same size, whose pages are then already mapped.
-constexpr size_t kRecycledHostBufferBytes = 64 * 1024;
+constexpr size_t kRecycledHostBufferBytes = 128 * 1024;
 
 // Memory the core allocated for a result, shared with the frontend zero-copy.
 class Buffer {
  public:
-  // Host memory of `bytes` bytes, 64-byte aligned (page-aligned when recycled).
+  // Host memory of `bytes` bytes, 64-byte aligned.
   explicit Buffer(size_t bytes);
   // Adopts memory allocated elsewhere (device memory of a GPU result); `release(data)`
   // runs when the last owner drops it. Device results release stream-ordered: the

@@ -13,15 +13,19 @@ namespace lockstep {
 namespace {
 
 constexpr size_t kMiB = 1024 * 1024;
+const size_t kBlock = HostBufferPool::BlockBytes(kMiB);  // a 1 MiB buffer's whole block
 
 TEST(HostBufferPool, AFreedBlockServesTheNextRequestOfItsPageRoundedSize) {
+  EXPECT_EQ(kBlock % 4096, 0u);
+  EXPECT_GT(kBlock, kMiB);
   HostBufferPool pool(8 * kMiB);
   void* first = pool.Take(kMiB);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % 4096, 0u);
-  std::memset(first, 1, kMiB);  // the whole block is usable
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % 64, 0u);
+  EXPECT_NE(reinterpret_cast<uintptr_t>(first) % 4096, 0u);  // see kLeadBytes
+  std::memset(first, 1, kMiB);                               // the whole block is usable
   pool.Give(first, kMiB);
-  EXPECT_EQ(pool.cached_bytes(), kMiB);
-  EXPECT_EQ(pool.Take(kMiB - 100), first);  // rounds up to the same pages
+  EXPECT_EQ(pool.cached_bytes(), kBlock);
+  EXPECT_EQ(pool.Take(kMiB + 100), first);  // rounds up to the same pages
   EXPECT_EQ(pool.cached_bytes(), 0u);
   void* other = pool.Take(kMiB);  // nothing cached now: a new block
   EXPECT_NE(other, first);
@@ -35,14 +39,14 @@ TEST(HostBufferPool, AFreedBlockServesTheNextRequestOfItsPageRoundedSize) {
 }
 
 TEST(HostBufferPool, KeepsAtMostItsCapacityFreeingTheOldestFirst) {
-  HostBufferPool pool(2 * kMiB);
+  HostBufferPool pool(2 * kBlock);
   void* a = pool.Take(kMiB);
   void* b = pool.Take(kMiB);
   void* c = pool.Take(kMiB);
   pool.Give(a, kMiB);
   pool.Give(b, kMiB);
   pool.Give(c, kMiB);  // over capacity: `a`, the oldest, is freed
-  EXPECT_EQ(pool.cached_bytes(), 2 * kMiB);
+  EXPECT_EQ(pool.cached_bytes(), 2 * kBlock);
   void* again1 = pool.Take(kMiB);
   void* again2 = pool.Take(kMiB);
   EXPECT_EQ(again1, c);
@@ -52,13 +56,13 @@ TEST(HostBufferPool, KeepsAtMostItsCapacityFreeingTheOldestFirst) {
   EXPECT_EQ(pool.cached_bytes(), 0u);
   pool.Give(again1, kMiB);
   pool.Give(again2, kMiB);
-  pool.SetCapacity(kMiB);
-  EXPECT_EQ(pool.cached_bytes(), kMiB);
+  pool.SetCapacity(kBlock);
+  EXPECT_EQ(pool.cached_bytes(), kBlock);
   pool.Release();  // frees what is cached, keeps the capacity
   EXPECT_EQ(pool.cached_bytes(), 0u);
   void* d = pool.Take(kMiB);
   pool.Give(d, kMiB);
-  EXPECT_EQ(pool.cached_bytes(), kMiB);
+  EXPECT_EQ(pool.cached_bytes(), kBlock);
   pool.SetCapacity(0);  // caches nothing
   EXPECT_EQ(pool.cached_bytes(), 0u);
   pool.Give(pool.Take(kMiB), kMiB);

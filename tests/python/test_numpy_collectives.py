@@ -20,8 +20,9 @@ def test_allreduce_and_grouped_allreduce(num_ranks):
         (3, {"LOCKSTEP_SHM_ALLREDUCE": "off"}, False),
         (2, {"LOCKSTEP_SHM_ALLREDUCE": "on"}, True),  # forced where auto would not
         (3, {"LOCKSTEP_CHUNK_BYTES": "262144"}, True),  # smaller slots, more chunks per tensor
+        (2, {"LOCKSTEP_HOST_BUFFER_CACHE_BYTES": "0"}, False),  # no recycled results
     ],
-    ids=["3-ranks-off", "2-ranks-on", "3-ranks-256KiB-chunks"],
+    ids=["3-ranks-off", "2-ranks-on", "3-ranks-256KiB-chunks", "2-ranks-no-buffer-cache"],
 )
 def test_allreduce_under_shared_memory_settings(ranks, settings, shm_expected):
     run = run_ranks("allreduce_all.py", ranks, env={"LOCKSTEP_LOG_LEVEL": "debug", **settings})

@@ -79,7 +79,7 @@ def empty(shape, dtype):
         count *= extent
     if count * dtype.itemsize < RECYCLED_BYTES:
         return np.empty(shape, dtype)
-    return np.frombuffer(_core.HostBuffer(count * dtype.itemsize), dtype=dtype).reshape(shape)
+    return _core.empty_array(dtype, shape)
 
 
 def new_output_like(array):

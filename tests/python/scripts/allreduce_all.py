@@ -1,6 +1,7 @@
 """Allreduce and grouped_allreduce: every dtype x every reduce op x scaling, sync
 and async, on shapes from 0-d to empty to multi-dimensional; exact results."""
 
+import os
 import time
 import warnings
 
@@ -174,7 +175,7 @@ def check_large_tensors(rank, size):
 
 
 def check_recycled_results(rank, size):
-    """Results of 64 KiB and more live in buffers the core recycles: a dropped result's
+    """Results of 128 KiB and more live in buffers the core recycles: a dropped result's
     memory serves the next one, but never while any view of it is still alive."""
     from lockstep import _core
 
@@ -194,7 +195,8 @@ def check_recycled_results(rank, size):
         del result
     assert kept_address not in addresses, "a buffer was recycled while a view of it was alive"
     assert_equal(view, np.full((5,), expected, np.float32), "a view of a recycled-size result")
-    assert len(addresses) == 1, f"dropped results were not recycled: {len(addresses)} buffers"
+    if os.environ.get("LOCKSTEP_HOST_BUFFER_CACHE_BYTES") != "0":
+        assert len(addresses) == 1, f"dropped results were not recycled: {len(addresses)} buffers"
     root_data = np.arange(1 << 17, dtype=np.float64) + rank
     for _ in range(3):
         assert_equal(hvd.broadcast(root_data, 0, name="recycled.bcast"), root_data - rank, "recycled broadcast")
