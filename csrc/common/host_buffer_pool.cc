@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 
@@ -39,8 +40,17 @@ HostBufferPool::~HostBufferPool() {
   for (const Block& block : age_) std::free(block.data);
 }
 
+// Four size classes per power of two: results whose sizes differ a little (a soak's
+// random shapes, a last partial batch) share blocks, at most a quarter of a block
+// unused. Exact sizes filled the cache with blocks no later request could take.
 size_t HostBufferPool::BlockBytes(size_t bytes) {
-  return (bytes + kLeadBytes + kPageBytes - 1) / kPageBytes * kPageBytes;
+  const size_t needed = bytes + kLeadBytes;
+  size_t step = kPageBytes;
+  if (needed > 4 * kPageBytes) {
+    const int top = 63 - __builtin_clzll(needed - 1);  // 2^top < needed <= 2^(top + 1)
+    step = std::max(kPageBytes, (size_t{1} << top) / 4);
+  }
+  return (needed + step - 1) / step * step;
 }
 
 void* HostBufferPool::Take(size_t bytes) {

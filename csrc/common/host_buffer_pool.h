@@ -1,5 +1,5 @@
 // Freed host result buffers of 128 KiB and more, kept for the next result of the
-// same size. glibc hands large freed blocks back to the kernel (munmap, or trimming
+// same size class. glibc hands large freed blocks back to the kernel (munmap, or trimming
 // the heap's top), so without this every fresh result faults its pages in again:
 // at 2 ranks a 1 MiB numpy allreduce took 1640 us into a fresh array against 256 us
 // into a reused one (docs/PERFORMANCE.md, "Result buffers").
@@ -32,7 +32,7 @@ class HostBufferPool {
   HostBufferPool& operator=(const HostBufferPool&) = delete;
 
   static bool Pooled(size_t bytes) { return bytes >= kMinPooledBytes; }
-  // What a block for `bytes` really holds: whole pages, so near sizes share blocks.
+  // What a block for `bytes` really holds: its size class, so near sizes share blocks.
   static size_t BlockBytes(size_t bytes);
 
   // `bytes` of memory, 64-byte aligned, in a block of BlockBytes(bytes) that is reused

@@ -74,7 +74,7 @@ struct OpSpec {
 
 // Host buffers of this many bytes and more are recycled: when the last owner drops
 // one, it is kept (up to LOCKSTEP_HOST_BUFFER_CACHE_BYTES in all) for the next buffer
-// of the same size, whose pages are then already mapped.
+// of the same size class, whose pages are then already mapped.
 constexpr size_t kRecycledHostBufferBytes = 128 * 1024;
 
 // Memory the core allocated for a result, shared with the frontend zero-copy.

@@ -2,6 +2,7 @@
 // eviction order, and Buffer's use of the process's pool.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -36,6 +37,22 @@ TEST(HostBufferPool, AFreedBlockServesTheNextRequestOfItsPageRoundedSize) {
   EXPECT_NE(larger, other);
   EXPECT_EQ(pool.Take(kMiB), other);  // the most recently cached of a size first
   pool.Give(larger, 2 * kMiB);
+}
+
+TEST(HostBufferPool, SizesShareBlocksInClassesOfAQuarterOfAPowerOfTwo) {
+  for (size_t bytes = 1; bytes < 64 * kMiB; bytes = bytes * 9 / 8 + 1) {
+    const size_t block = HostBufferPool::BlockBytes(bytes);
+    EXPECT_EQ(block % 4096, 0u) << bytes;
+    EXPECT_GE(block, bytes + 64) << bytes;  // the data starts 64 bytes in
+    EXPECT_LE(block, std::max<size_t>(4096, (bytes + 64) * 5 / 4 + 4096)) << bytes;
+  }
+  EXPECT_EQ(HostBufferPool::BlockBytes(kMiB), HostBufferPool::BlockBytes(kMiB + 200 * 1024));
+  EXPECT_LT(HostBufferPool::BlockBytes(kMiB), HostBufferPool::BlockBytes(kMiB + 300 * 1024));
+  HostBufferPool pool(8 * kMiB);
+  void* block = pool.Take(kMiB + 200 * 1024);
+  pool.Give(block, kMiB + 200 * 1024);
+  EXPECT_EQ(pool.Take(kMiB), block);  // a smaller result of the same class reuses it
+  pool.Give(block, kMiB);
 }
 
 TEST(HostBufferPool, KeepsAtMostItsCapacityFreeingTheOldestFirst) {
