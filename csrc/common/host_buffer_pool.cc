@@ -58,10 +58,11 @@ void* HostBufferPool::Take(size_t bytes) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto found = by_size_.find(block_bytes);
-    if (found != by_size_.end() && !found->second.empty()) {
+    if (found != by_size_.end()) {  // never holds an empty list
       // The most recently cached block of this size: its pages are the likeliest warm.
       const auto block = found->second.back();
       found->second.pop_back();
+      if (found->second.empty()) by_size_.erase(found);  // as eviction does
       void* start = block->data;
       cached_ -= block_bytes;
       age_.erase(block);

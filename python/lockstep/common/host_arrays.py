@@ -63,28 +63,25 @@ def tensor_ref(array):
     return TensorRef(_core.buffer_address(array), CORE_DTYPES[array.dtype], array.shape, array)
 
 
-# Result arrays this large take recycled memory from the core (see empty()).
+# Result arrays this large take recycled memory from the core (see empty_like()).
 RECYCLED_BYTES = _core.RECYCLED_HOST_BUFFER_BYTES
 
 
-def empty(shape, dtype):
-    """np.empty(shape, dtype), but an array of RECYCLED_BYTES or more lives in a buffer
-    recycled by the core: glibc unmaps large freed blocks, and a result that faults its
-    pages in afresh every step cost several times the collective (docs/PERFORMANCE.md,
-    "Result buffers"). The buffer returns to the core's cache when the last array
-    viewing it goes."""
-    dtype = np.dtype(dtype)
-    count = 1
-    for extent in shape:
-        count *= extent
-    if count * dtype.itemsize < RECYCLED_BYTES:
-        return np.empty(shape, dtype)
-    return _core.empty_array(dtype, shape)
+def empty_like(array):
+    """np.empty_like for a C-contiguous ndarray, but a result of RECYCLED_BYTES or more
+    lives in a buffer recycled by the core: glibc unmaps large freed blocks, and a
+    result that faults its pages in afresh every step cost several times the collective
+    (docs/PERFORMANCE.md, "Result buffers"). The buffer returns to the core's cache
+    when the last array viewing it goes. Small arrays cost what np.empty_like does:
+    this runs on every small allreduce."""
+    if array.nbytes < RECYCLED_BYTES:
+        return np.empty_like(array)
+    return _core.empty_array(array.dtype, array.shape)
 
 
 def new_output_like(array):
     """A fresh array for the core to write the result into, and its TensorRef."""
-    output = empty(array.shape, array.dtype)
+    output = empty_like(array)
     return output, tensor_ref(output)
 
 

@@ -13,11 +13,10 @@ from lockstep.common import basics, validation
 from lockstep.common.dispatch import Scaling
 from lockstep.common.host_arrays import (
     CORE_DTYPES,
-    RECYCLED_BYTES,
     array_from_result,
     as_array,
     core_dtype,
-    empty,
+    empty_like,
     new_output_like,
     tensor_ref,
 )
@@ -58,8 +57,7 @@ def allreduce(
     """Reduce `tensor` across ranks (Average by default) and return the result."""
     plain = _plain_dtype(tensor) if compression is None and average is None else None
     if plain is not None:  # the common case, without the general path's wrappers
-        # C-contiguous, as the tensor is; large results reuse the core's freed buffers
-        output = np.empty_like(tensor) if tensor.nbytes < RECYCLED_BYTES else empty(tensor.shape, tensor.dtype)
+        output = empty_like(tensor)  # C-contiguous, as the tensor is
         _reduce_into(
             plain, tensor, output, Average if op is None else op, prescale_factor, postscale_factor, name, process_set
         )
@@ -140,7 +138,7 @@ def _prepare_allreduce(tensor, average, compression, op):
     compressor = validation.check_compressor(compression) or Compression.none
     sent, context = compressor.compress(as_array(tensor))
     sent = as_array(sent, "compressed tensor")
-    output = empty(sent.shape, sent.dtype)
+    output = empty_like(sent)
     return op, sent, output, lambda: compressor.decompress(output, context)
 
 
