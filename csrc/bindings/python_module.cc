@@ -9,10 +9,14 @@
 #include <string>
 #include <tuple>
 
+#include "bindings/python_errors.h"
+#include "bindings/sync_allreduce.h"
 #include "lockstep/lockstep.h"
 
 namespace py = pybind11;
 using namespace lockstep;
+using lockstep::bindings::BindErrors;
+using lockstep::bindings::BindSyncAllreduce;
 
 namespace {
 
@@ -192,65 +196,6 @@ OpResult RunOp(OpType op, std::string name, DataType dtype, std::vector<int64_t>
   return EnqueueAndWait(std::move(spec));
 }
 
-// A shape from a tuple (numpy's shape, torch.Size) or any sequence of ints.
-std::vector<int64_t> ShapeFrom(py::handle shape) {
-  if (!PyTuple_Check(shape.ptr())) return shape.cast<std::vector<int64_t>>();
-  const Py_ssize_t rank = PyTuple_GET_SIZE(shape.ptr());
-  std::vector<int64_t> dims(static_cast<size_t>(rank));
-  for (Py_ssize_t i = 0; i < rank; ++i) {
-    const long long dim = PyLong_AsLongLong(PyTuple_GET_ITEM(shape.ptr(), i));
-    if (dim == -1 && PyErr_Occurred()) throw py::error_already_set();
-    dims[static_cast<size_t>(i)] = dim;
-  }
-  return dims;
-}
-
-// The synchronous allreduce, the latency-critical call: run_op's work with fewer
-// arguments to convert and no Result object built (the output is the caller's).
-void RunAllreduce(std::string name, DataType dtype, py::handle shape, uintptr_t input,
-                  uintptr_t output, ReduceOp reduce_op, double prescale, double postscale,
-                  int32_t device, int32_t process_set_id, uintptr_t stream) {
-  OpSpec spec =
-      SpecFromArgs(OpType::kAllreduce, std::move(name), dtype, ShapeFrom(shape), input, output,
-                   reduce_op, prescale, postscale, 0, device, process_set_id, stream);
-  py::gil_scoped_release release;
-  EnqueueAndWait(std::move(spec));
-}
-
-// A C-contiguous buffer's memory and shape, for as long as its owner keeps it alive.
-struct ContiguousView {
-  void* data;
-  Py_ssize_t bytes;
-  std::vector<int64_t> shape;
-};
-
-ContiguousView ViewOf(py::handle object, bool writable) {
-  Py_buffer view;
-  const int flags = PyBUF_ND | PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
-  if (PyObject_GetBuffer(object.ptr(), &view, flags) != 0) throw py::error_already_set();
-  ContiguousView result{view.buf, view.len,
-                        std::vector<int64_t>(view.shape, view.shape + view.ndim)};
-  PyBuffer_Release(&view);
-  return result;
-}
-
-// numpy's synchronous allreduce: the arrays themselves rather than their addresses
-// and shape, which cost the frontend two more calls per op. The caller has checked
-// that `input` is C-contiguous and of `dtype`, and made `output` like it.
-void RunAllreduceArrays(std::string name, DataType dtype, py::handle input, py::handle output,
-                        ReduceOp reduce_op, double prescale, double postscale,
-                        int32_t process_set_id) {
-  ContiguousView in = ViewOf(input, /*writable=*/false);
-  const ContiguousView out = ViewOf(output, /*writable=*/true);
-  if (in.bytes != out.bytes) throw py::value_error("output must have the input's size");
-  OpSpec spec =
-      SpecFromArgs(OpType::kAllreduce, std::move(name), dtype, std::move(in.shape),
-                   reinterpret_cast<uintptr_t>(in.data), reinterpret_cast<uintptr_t>(out.data),
-                   reduce_op, prescale, postscale, 0, -1, process_set_id, 0);
-  py::gil_scoped_release release;
-  EnqueueAndWait(std::move(spec));
-}
-
 // The data address of any object exporting a contiguous buffer (numpy arrays,
 // including ml_dtypes' bfloat16). Several times cheaper than numpy's
 // __array_interface__, and it runs on every op.
@@ -262,54 +207,6 @@ uintptr_t BufferAddress(py::handle object) {
   auto address = reinterpret_cast<uintptr_t>(view.buf);
   PyBuffer_Release(&view);
   return address;
-}
-
-// A new exception class `name` in module `m` deriving from `bases`.
-PyObject* NewException(py::module_& m, const char* name, py::tuple bases, const char* doc) {
-  const std::string qualified = std::string(PyModule_GetName(m.ptr())) + "." + name;
-  PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases.ptr(), nullptr);
-  if (type == nullptr) throw py::error_already_set();
-  m.add_object(name, py::handle(type));  // the module keeps the class alive
-  return type;
-}
-
-// lockstep::Error surfaces as LockstepError (a RuntimeError) or, by its code, a
-// subclass that is also the Python type Horovod raises in that situation, so code
-// written against Horovod catches it: InvalidArgumentError is also a ValueError.
-void BindErrors(py::module_& m) {
-  static PyObject* base =
-      NewException(m, "LockstepError", py::make_tuple(py::handle(PyExc_RuntimeError)),
-                   "A collective or argument failed; the message says why.");
-  static PyObject* invalid = NewException(
-      m, "InvalidArgumentError", py::make_tuple(py::handle(base), py::handle(PyExc_ValueError)),
-      "A bad argument, e.g. a name submitted again while its collective is in flight.");
-  static PyObject* precondition =
-      NewException(m, "PreconditionError", py::make_tuple(py::handle(base)),
-                   "The ranks disagree about a collective (shape, dtype, op, ...).");
-  static PyObject* aborted = NewException(m, "AbortedError", py::make_tuple(py::handle(base)),
-                                          "A collective failed across ranks or did not run.");
-  py::register_exception_translator([](std::exception_ptr thrown) {
-    if (!thrown) return;
-    try {
-      std::rethrow_exception(thrown);
-    } catch (const Error& e) {
-      PyObject* type = base;
-      switch (e.code()) {
-        case Status::Code::kInvalidArgument:
-          type = invalid;
-          break;
-        case Status::Code::kPrecondition:
-          type = precondition;
-          break;
-        case Status::Code::kAborted:
-          type = aborted;
-          break;
-        default:
-          break;
-      }
-      PyErr_SetString(type, e.what());
-    }
-  });
 }
 
 }  // namespace
@@ -372,12 +269,7 @@ PYBIND11_MODULE(_core, m) {
   };
   std::apply([&](auto&&... args) { m.def("enqueue_op", &EnqueueOp, args...); }, op_args());
   std::apply([&](auto&&... args) { m.def("run_op", &RunOp, args...); }, op_args());
-  m.def("run_allreduce", &RunAllreduce, py::arg("name"), py::arg("dtype"), py::arg("shape"),
-        py::arg("address"), py::arg("output_address"), py::arg("reduce_op"), py::arg("prescale"),
-        py::arg("postscale"), py::arg("device"), py::arg("process_set_id"), py::arg("stream"));
-  m.def("run_allreduce_arrays", &RunAllreduceArrays, py::arg("name"), py::arg("dtype"),
-        py::arg("input"), py::arg("output"), py::arg("reduce_op"), py::arg("prescale"),
-        py::arg("postscale"), py::arg("process_set_id"));
+  BindSyncAllreduce(m);  // run_allreduce, run_allreduce_arrays
   m.def(
       "gpu_stream",
       [](int device, int32_t process_set_id) {

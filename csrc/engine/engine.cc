@@ -94,46 +94,50 @@ std::vector<Handle> Engine::Enqueue(std::vector<OpSpec> specs, bool grouped,
     throw Error("internal error: one completion callback per op is required");
   }
   const int64_t group_id = grouped ? GroupIdFor(specs) : 0;
+  const int32_t group_size = grouped ? static_cast<int32_t>(specs.size()) : 0;
   std::vector<TensorEntry> entries;
   entries.reserve(specs.size());
   for (OpSpec& spec : specs) {
-    // For messages and the timeline only: join is keyed by its type, not by a name.
-    if (spec.op == OpType::kJoin) spec.name = OpTypeName(spec.op);
     if (grouped && spec.process_set_id != specs.front().process_set_id) {
       throw Error("all members of a group must use the same process set",
                   Status::Code::kInvalidArgument);
     }
-    const Topology set_topology = TopologyFor(spec);
-    ValidateSpec(spec, set_topology, gpu_unavailable_);
-    TensorEntry entry;
-    if (spec.device >= 0 && spec.op != OpType::kBarrier && spec.op != OpType::kJoin) {
-      entry.ready_event = RecordGpuInputReady(spec);
-    }
-    entry.request = RequestFromSpec(spec, set_topology.rank);
-    entry.request.group_id = group_id;
-    entry.request.group_size = grouped ? static_cast<int32_t>(specs.size()) : 0;
-    entry.spec = std::move(spec);
-    entry.enqueued_at = std::chrono::steady_clock::now();
-    entries.push_back(std::move(entry));
+    entries.push_back(EntryFor(std::move(spec), group_id, group_size));
   }
-  return Submit(std::move(entries), std::move(callbacks), wake_loop);
-}
-
-std::vector<Handle> Engine::Submit(std::vector<TensorEntry> entries,
-                                   std::vector<DoneCallback> callbacks, bool wake_loop) {
   std::vector<Handle> handles;
   handles.reserve(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
     entries[i].handle = handles_.Allocate(callbacks.empty() ? nullptr : std::move(callbacks[i]));
     handles.push_back(entries[i].handle);
   }
+  Submit(entries.data(), entries.size(), wake_loop);
+  return handles;
+}
+
+TensorEntry Engine::EntryFor(OpSpec spec, int64_t group_id, int32_t group_size) {
+  // For messages and the timeline only: join is keyed by its type, not by a name.
+  if (spec.op == OpType::kJoin) spec.name = OpTypeName(spec.op);
+  const Topology set_topology = TopologyFor(spec);
+  ValidateSpec(spec, set_topology, gpu_unavailable_);
+  TensorEntry entry;
+  if (spec.device >= 0 && spec.op != OpType::kBarrier && spec.op != OpType::kJoin) {
+    entry.ready_event = RecordGpuInputReady(spec);
+  }
+  entry.request = RequestFromSpec(spec, set_topology.rank);
+  entry.request.group_id = group_id;
+  entry.request.group_size = group_size;
+  entry.spec = std::move(spec);
+  entry.enqueued_at = std::chrono::steady_clock::now();
+  return entry;
+}
+
+void Engine::Submit(TensorEntry* entries, size_t count, bool wake_loop) {
   try {
-    queue_.Push(std::move(entries), wake_loop);
+    queue_.Push(entries, count, wake_loop);
   } catch (...) {
-    for (Handle h : handles) handles_.Discard(h);
+    for (size_t i = 0; i < count; ++i) handles_.Discard(entries[i].handle);
     throw;
   }
-  return handles;
 }
 
 void Engine::Shutdown() {
@@ -181,8 +185,9 @@ bool Engine::RunCycles() {
   CountCycle(result);
   // Only the global set's cycles are the same on every rank, so only they time the
   // autotuner's windows.
-  const bool tuning = autotune_ && !result.responses.empty();
-  const int64_t moved = tuning ? BytesOf(result.responses) : 0;
+  const bool tuning = autotune_ && (!result.responses.empty() || result.ridden != nullptr);
+  const int64_t moved =
+      tuning ? BytesOf(result.responses) + (result.ridden ? ResponseBytes(*result.ridden) : 0) : 0;
   bool progress = RunSetCycle(global, result);
   if (tuning) {
     if (auto tuned = autotune_->AfterCycle(moved)) ApplyTunedSettings(*tuned);
@@ -211,12 +216,11 @@ void Engine::PollGpuFailures() {
 
 bool Engine::RunSetCycle(ProcessSet& set, NegotiationResult& result) {
   std::vector<Response> responses = std::move(result.responses);
-  const bool progress = !responses.empty();
-  if (result.ridden >= 0) {  // done without a collective: kept out of fusion
-    const auto ridden = responses.begin() + result.ridden;
-    ExecuteOne(set, *ridden, result.ridden_payload.data());
-    responses.erase(ridden);
+  const bool progress = !responses.empty() || result.ridden != nullptr;
+  if (result.ridden != nullptr) {  // done without a collective: kept out of fusion
+    ExecuteOne(set, *result.ridden, result.ridden_payload.data());
   }
+  if (responses.empty()) return progress;
   const FusionLimits host{config_.fusion_threshold_bytes, config_.chunk_bytes};
   const FusionLimits device{config_.gpu_fusion_threshold_bytes, kDeviceStandaloneBytes};
   for (const Response& response : PlanFusion(std::move(responses), host, device)) {
@@ -244,8 +248,9 @@ void Engine::CountCycle(const NegotiationResult& result) {
   cycles_.fetch_add(1, relaxed);
   if (result.full_round) full_rounds_.fetch_add(1, relaxed);
   cached_responses_.fetch_add(result.cached_responses, relaxed);
-  negotiated_responses_.fetch_add(
-      static_cast<int64_t>(result.responses.size()) - result.cached_responses, relaxed);
+  const int64_t responses =
+      static_cast<int64_t>(result.responses.size()) + (result.ridden != nullptr ? 1 : 0);
+  negotiated_responses_.fetch_add(responses - result.cached_responses, relaxed);
 }
 
 EngineStats Engine::stats() const {
@@ -304,7 +309,13 @@ void Engine::AdmitNewEntries() {
   std::vector<TensorEntry>& entries = admitted_;  // reused: no allocation per cycle
   queue_.PopAll(&entries);
   if (entries.empty()) return;
-  std::map<int32_t, std::vector<Request>> batches;
+  // Each set's requests go to its controller in batches of consecutive entries. A
+  // group was pushed at once, so it is never split; admit_batch_ is reused.
+  int32_t batch_set = 0;
+  const auto admit_batch = [&] {
+    if (!admit_batch_.empty()) sets_.at(batch_set)->controller().Admit(&admit_batch_);
+    admit_batch_.clear();
+  };
   for (TensorEntry& entry : entries) {
     const int32_t id = entry.spec.process_set_id;
     auto set = sets_.find(id);
@@ -324,7 +335,9 @@ void Engine::AdmitNewEntries() {
     if (timeline_.active()) {
       timeline_.Begin(entry.request.name, std::string("NEGOTIATE_") + OpTypeName(entry.request.op));
     }
-    batches[id].push_back(entry.request);
+    if (id != batch_set) admit_batch();
+    batch_set = id;
+    admit_batch_.push_back(entry.request);
     ProcessSet& target = *set->second;
     if (entry.request.op == OpType::kJoin) {
       target.joins().push_back(std::move(entry));
@@ -335,7 +348,7 @@ void Engine::AdmitNewEntries() {
       target.pending().emplace(std::move(name), std::move(entry));
     }
   }
-  for (auto& [id, batch] : batches) sets_.at(id)->controller().Admit(std::move(batch));
+  admit_batch();
 }
 
 // Dispatches on the response's type: control messages complete the entries kept
@@ -359,7 +372,8 @@ void Engine::ExecuteOne(ProcessSet& set, const Response& response, const void* r
       break;
   }
   const std::vector<std::string>& names = response.names;
-  std::vector<TensorEntry*> entries;
+  std::vector<TensorEntry*>& entries = execute_entries_;  // reused: no allocation per op
+  entries.clear();
   for (const std::string& name : names) {
     auto it = pending.find(name);
     entries.push_back(it == pending.end() ? nullptr : &it->second);

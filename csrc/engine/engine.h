@@ -97,9 +97,11 @@ class Engine {
   bool RunSetCycle(ProcessSet& set, NegotiationResult& result);
   bool AnyPending() const;
   bool AnyUnsent() const;
-  // Hands built entries to the queue, one handle each (`callbacks`: as for Enqueue).
-  std::vector<Handle> Submit(std::vector<TensorEntry> entries, std::vector<DoneCallback> callbacks,
-                             bool wake_loop);
+  // A validated entry for one op, its request built; no handle yet. Throws Error.
+  TensorEntry EntryFor(OpSpec spec, int64_t group_id, int32_t group_size);
+  // Moves entries that hold their handles into the queue; when the queue refuses them
+  // (a name in flight, or the engine stopped), forgets their handles and throws.
+  void Submit(TensorEntry* entries, size_t count, bool wake_loop);
   void AdmitNewEntries();
   // `reduced`: the response's data rode with negotiation's bits and is reduced already
   // (NegotiationResult::ridden_payload); null: it runs its collective.
@@ -135,7 +137,9 @@ class Engine {
   // Background-thread state: the sets this rank is in, by id (0 = global, first).
   std::map<int32_t, std::unique_ptr<ProcessSet>> sets_;
   bool joined_ = false;
-  std::vector<TensorEntry> admitted_;  // AdmitNewEntries' buffer, kept for its capacity
+  std::vector<TensorEntry> admitted_;          // AdmitNewEntries' buffer, kept for its capacity
+  std::vector<Request> admit_batch_;           // AdmitNewEntries' too
+  std::vector<TensorEntry*> execute_entries_;  // ExecuteOne's, likewise
   std::chrono::microseconds backoff_{0};
   // Idle cycles come every cycle_time * idle_stretch_; it doubles per cycle in which no
   // rank had work, up to kMaxIdleStretch.

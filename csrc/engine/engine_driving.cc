@@ -126,11 +126,12 @@ void Engine::Stop(const std::string& reason) {
   queue_.Wake();  // the loop may be parked: let it see stopped_ and end
 }
 
+// Enqueue's work for one op without its vectors: this is every synchronous op's path.
 OpResult Engine::Run(OpSpec spec) {
-  std::vector<OpSpec> one;
-  one.push_back(std::move(spec));
-  const Handle handle =
-      Enqueue(std::move(one), /*grouped=*/false, {}, /*wake_loop=*/!callers_drive_).front();
+  TensorEntry entry = EntryFor(std::move(spec), /*group_id=*/0, /*group_size=*/0);
+  entry.handle = handles_.Allocate();
+  const Handle handle = entry.handle;
+  Submit(&entry, 1, /*wake_loop=*/!callers_drive_);
   return Wait(handle);
 }
 

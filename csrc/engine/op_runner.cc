@@ -34,7 +34,8 @@ Collectives& OpRunner::CollectivesFor(const Response& response,
 
 std::vector<OpResult> OpRunner::Run(const Response& response,
                                     const std::vector<TensorEntry*>& entries, const void* reduced) {
-  std::vector<LocalTensor> tensors(entries.size());
+  std::vector<LocalTensor>& tensors = tensors_;
+  tensors.assign(entries.size(), LocalTensor{});
   for (size_t i = 0; i < entries.size(); ++i) {
     if (entries[i] == nullptr) continue;
     tensors[i].spec = &entries[i]->spec;

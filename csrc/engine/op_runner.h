@@ -49,6 +49,7 @@ class OpRunner {
   // Why making them failed: making them is collective, so it is tried once and later
   // GPU responses fail with the same message on every member.
   std::string gpu_failure_;
+  std::vector<LocalTensor> tensors_;  // Run's, reused: no allocation per op
   int join_device_ = -1;
 };
 

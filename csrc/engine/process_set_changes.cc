@@ -47,9 +47,10 @@ int32_t Engine::ProposeChange(const ProcessSetChange& change) {
   entry.request = RequestFromSpec(entry.spec, topology().rank);
   entry.request.change = EncodeChange(change);
   entry.enqueued_at = std::chrono::steady_clock::now();
-  std::vector<TensorEntry> one;
-  one.push_back(std::move(entry));
-  OpResult result = handles_.Wait(Submit(std::move(one), {}, /*wake_loop=*/true).front());
+  entry.handle = handles_.Allocate();
+  const Handle handle = entry.handle;
+  Submit(&entry, 1, /*wake_loop=*/true);
+  OpResult result = handles_.Wait(handle);
   int32_t id = 0;
   std::memcpy(&id, result.buffer->data(), sizeof(id));
   return id;

@@ -74,14 +74,14 @@ int32_t Controller::CacheHit(const Request& request) const {
              : -1;
 }
 
-void Controller::Admit(std::vector<Request> batch) {
+void Controller::Admit(std::vector<Request>* batch) {
   std::map<int64_t, bool> group_all_hit;  // group id -> every member is a cache hit
-  for (const Request& request : batch) {
+  for (const Request& request : *batch) {
     if (request.group_id == 0) continue;
     auto [it, inserted] = group_all_hit.try_emplace(request.group_id, true);
     it->second = it->second && CacheHit(request) >= 0;
   }
-  for (Request& request : batch) {
+  for (Request& request : *batch) {
     const int32_t id = CacheHit(request);
     const bool as_cached = id >= 0 && (request.group_id == 0 || group_all_hit[request.group_id]);
     if (as_cached) {
@@ -94,11 +94,12 @@ void Controller::Admit(std::vector<Request> batch) {
 
 NegotiationResult Controller::Negotiate(bool shutdown_requested, bool joined, bool has_pending,
                                         bool caller_blocked) {
-  std::vector<uint64_t> ready, partial;
   const WaitMode mode = !has_pending     ? WaitMode::kIdle
                         : caller_blocked ? WaitMode::kCaller
                                          : WaitMode::kPending;
-  Flags flags = ExchangeBits(shutdown_requested, joined, has_pending, mode, &ready, &partial);
+  Flags flags = ExchangeBits(shutdown_requested, joined, has_pending, mode);
+  const std::vector<uint64_t>& ready = cycle_summary_.bits.ready;
+  const std::vector<uint64_t>& partial = cycle_summary_.bits.partial;
   NegotiationResult result;
   result.all_ranks_waiting = flags.all_pending;
   result.any_rank_waiting = flags.any_pending;
@@ -107,7 +108,8 @@ NegotiationResult Controller::Negotiate(bool shutdown_requested, bool joined, bo
     return result;
   }
   TakeReadyFromCache(ready, &result);
-  result.cached_responses = static_cast<int>(result.responses.size());
+  result.cached_responses =
+      static_cast<int>(result.responses.size()) + (result.ridden != nullptr ? 1 : 0);
   TrackPartial(partial);
   cache_paused_ = flags.any_joined;
   if (flags.any_joined) {  // joined ranks set no bits: go through the coordinator
@@ -124,35 +126,34 @@ NegotiationResult Controller::Negotiate(bool shutdown_requested, bool joined, bo
 }
 
 Controller::Flags Controller::ExchangeBits(bool shutdown_requested, bool joined, bool has_pending,
-                                           WaitMode mode, std::vector<uint64_t>* ready,
-                                           std::vector<uint64_t>* partial) {
-  CycleBitsLocal local;
+                                           WaitMode mode) {
+  CycleBitsLocal& local = local_bits_;
   local.has_pending = has_pending;
   const bool stall_check_due = StallCheckDue();  // always asked: it keeps its own clock
   local.need_full_round = !unsent_.empty() || stall_check_due;
   local.shutdown = shutdown_requested;
   local.joined = joined;
+  local.ready_slots.clear();
   if (!joined) {
     for (const auto& [id, request] : cached_pending_) local.ready_slots.push_back(id);
   }
-  CycleBitsSummary summary;
   ridden_slot_ = -1;
+  std::vector<uint64_t>& vec = cycle_vector_;
   if (lane_bytes_ > 0) {
     LaneHeader header;
     const bool carry = FillLane(joined, &header);
-    std::vector<uint64_t> vec = EncodeCycleVector(cache_.capacity(), local, lane_bytes_,
-                                                  carry ? &header : nullptr, lane_payload_.data());
+    EncodeCycleVectorInto(cache_.capacity(), local, lane_bytes_, carry ? &header : nullptr,
+                          lane_payload_.data(), &vec);
     exchange_->CombineAcrossRanks(&vec, mode);
-    CycleVectorSummary reduced = DecodeCycleVector(vec, cache_.capacity(), lane_bytes_);
-    DecideRide(reduced, reduced.bits.ready);
-    summary = std::move(reduced.bits);
+    DecodeCycleVectorInto(vec, cache_.capacity(), lane_bytes_, &cycle_summary_);
+    DecideRide(cycle_summary_, cycle_summary_.bits.ready);
   } else {
-    std::vector<uint64_t> vec = EncodeCycleBits(cache_.capacity(), local);
+    vec.assign(CycleBitsWords(cache_.capacity()), 0);
+    EncodeCycleBitsInto(cache_.capacity(), local, vec.data());
     exchange_->AndAcrossRanks(&vec, mode);
-    summary = DecodeCycleBits(vec, cache_.capacity());
+    DecodeCycleBitsInto(vec.data(), vec.size(), cache_.capacity(), &cycle_summary_.bits);
   }
-  *ready = std::move(summary.ready);
-  *partial = std::move(summary.partial);
+  const CycleBitsSummary& summary = cycle_summary_.bits;
   return Flags{summary.all_pending, summary.any_pending, summary.need_full_round, summary.shutdown,
                summary.any_joined};
 }
@@ -202,10 +203,12 @@ void Controller::TakeReadyFromCache(const std::vector<uint64_t>& ready, Negotiat
   std::vector<Response>* out = &result->responses;
   ForEachSetBit(ready, [&](int32_t id) {
     if (id == ridden_slot_) {
-      result->ridden = static_cast<int>(out->size());
+      ridden_response_ = cache_.Get(id);
+      result->ridden = &ridden_response_;
       result->ridden_payload = ridden_payload_;
+    } else {
+      out->push_back(cache_.Get(id));
     }
-    out->push_back(cache_.Get(id));
     cache_.Touch(id);
     cached_pending_.erase(id);
   });

@@ -27,12 +27,13 @@ struct NegotiationResult {
   bool shutdown = false;            // some rank asked to shut down
   bool all_ranks_waiting = false;   // every rank had unfinished work when the cycle began
   bool any_rank_waiting = false;    // some rank had unfinished work when the cycle began
-  int cached_responses = 0;         // how many of `responses` came from the cache
+  int cached_responses = 0;         // how many responses came from the cache, ridden included
   bool full_round = false;          // the cycle went through the coordinator
-  // responses[ridden], when >= 0, is an allreduce whose data rode with the bits: its
+  // An allreduce whose data rode with the bits, or null; never also in `responses`. Its
   // reduction is done (ridden_payload: every rank's prescaled contribution combined,
-  // before postscale and Average's division) and it needs no data collective.
-  int ridden = -1;
+  // before postscale and Average's division) and it needs no data collective. It
+  // points into the controller: valid until the controller's next Negotiate.
+  const Response* ridden = nullptr;
   std::array<uint8_t, kMaxLanePayloadBytes> ridden_payload{};
 };
 
@@ -55,7 +56,9 @@ class Controller {
   // Files new local requests for the next cycle: one cache bit each when the cache
   // knows them exactly, otherwise full requests. A group goes one way as a whole, so
   // the coordinator always sees all of its members or none.
-  void Admit(std::vector<Request> batch);
+  void Admit(std::vector<Request> batch) { Admit(&batch); }
+  // The same, moving the requests out of *batch (which keeps its capacity).
+  void Admit(std::vector<Request>* batch);
   // `caller_blocked`: a caller's thread runs this cycle for its own synchronous op
   // (see WaitMode::kCaller).
   NegotiationResult Negotiate(bool shutdown_requested, bool joined, bool has_pending,
@@ -73,8 +76,8 @@ class Controller {
   struct Flags {
     bool all_pending, any_pending, need_full_round, shutdown, any_joined;
   };
-  Flags ExchangeBits(bool shutdown_requested, bool joined, bool has_pending, WaitMode mode,
-                     std::vector<uint64_t>* ready, std::vector<uint64_t>* partial);
+  // Leaves the reduced bits in cycle_summary_.bits.
+  Flags ExchangeBits(bool shutdown_requested, bool joined, bool has_pending, WaitMode mode);
   // The payload lane.
   bool FillLane(bool joined, LaneHeader* header);
   void DecideRide(const CycleVectorSummary& summary, const std::vector<uint64_t>& ready);
@@ -102,6 +105,13 @@ class Controller {
   // This cycle's riding slot (-1: none) and its combined payload, the same on every rank.
   int32_t ridden_slot_ = -1;
   std::array<uint8_t, kMaxLanePayloadBytes> ridden_payload_{};
+  // The riding response, assigned from the cache rather than copied anew, so that a
+  // steady stream of small ops allocates nothing for it.
+  Response ridden_response_;
+  // Each cycle's vectors, reused: a cycle allocates nothing for its bits.
+  CycleBitsLocal local_bits_;
+  std::vector<uint64_t> cycle_vector_;
+  CycleVectorSummary cycle_summary_;
 };
 
 }  // namespace lockstep

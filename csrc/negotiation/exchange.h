@@ -34,6 +34,9 @@ struct ExchangeOptions {
   // CombineAcrossRanks' vector length, the same on every rank; 0: it is never called
   // (negotiation carries no payload lane).
   size_t combine_words = 0;
+  // This host runs more ranks than it has cores (the transport sets it): a rank that
+  // spins while waiting yields between polls, so that a peer sharing its core runs.
+  bool cores_shared = false;
 };
 
 // How a rank waits for the others in an exchange.
@@ -41,8 +44,9 @@ enum class WaitMode {
   kIdle,     // nothing pending here: poll coarsely until local work arrives
   kPending,  // work pending, the background thread waiting: a short spin, then sleeps
   // A caller's thread is blocked on this cycle (it drives for its own synchronous op):
-  // wait as MPI's blocking collectives do, polling while yielding the core, so that
-  // ranks leave the exchange as soon as the last one arrives and stay in step.
+  // wait as MPI's blocking collectives do, polling (and yielding the core where ranks
+  // share cores), so that ranks leave the exchange as soon as the last one arrives and
+  // stay in step.
   kCaller,
 };
 

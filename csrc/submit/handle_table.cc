@@ -21,38 +21,34 @@ void HandleTable::Complete(Handle handle, Status status, OpResult result) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = slots_.find(handle);
     if (it == slots_.end() || it->second.done) return;
-    if (it->second.on_done) {
+    if (!it->second.on_done) {  // a waiter takes the outcome
+      it->second.done = true;
+      it->second.status = std::move(status);
+      it->second.result = std::move(result);
+    } else {
       on_done = std::move(it->second.on_done);
       slots_.erase(it);
     }
   }
-  // Outside the lock: the callback may enqueue more work (a framework scheduling the
-  // ops that consume this result).
-  if (on_done) {
-    Order(&status, &result);
-    // Runs on the background thread: an exception escaping it would stop the engine
-    // and fail every other rank's collectives, so it stops here. Framework callbacks
-    // report their own errors through their own channels; this is the last resort.
-    try {
-      on_done(status, std::move(result));
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "[lockstep] error: the completion callback of handle %lld threw: %s\n",
-                   static_cast<long long>(handle), e.what());
-    } catch (...) {
-      std::fprintf(stderr, "[lockstep] error: the completion callback of handle %lld threw\n",
-                   static_cast<long long>(handle));
-    }
+  if (!on_done) {
+    cv_.notify_all();
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = slots_.find(handle);
-    if (it == slots_.end() || it->second.done) return;
-    it->second.done = true;
-    it->second.status = std::move(status);
-    it->second.result = std::move(result);
+  // Outside the lock: the callback may enqueue more work (a framework scheduling the
+  // ops that consume this result).
+  Order(&status, &result);
+  // Runs on the background thread: an exception escaping it would stop the engine
+  // and fail every other rank's collectives, so it stops here. Framework callbacks
+  // report their own errors through their own channels; this is the last resort.
+  try {
+    on_done(status, std::move(result));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[lockstep] error: the completion callback of handle %lld threw: %s\n",
+                 static_cast<long long>(handle), e.what());
+  } catch (...) {
+    std::fprintf(stderr, "[lockstep] error: the completion callback of handle %lld threw\n",
+                 static_cast<long long>(handle));
   }
-  cv_.notify_all();
 }
 
 void HandleTable::Discard(Handle handle) {
@@ -75,8 +71,11 @@ bool HandleTable::DoneOrUnknown(Handle handle) {
 
 OpResult HandleTable::Wait(Handle handle) {
   std::unique_lock<std::mutex> lock(mutex_);
-  const std::string unknown = "unknown handle " + std::to_string(handle) + " (already waited on?)";
-  if (!slots_.count(handle)) throw Error(unknown);
+  // Built only when needed: this runs on every synchronous op.
+  const auto unknown = [handle] {
+    return Error("unknown handle " + std::to_string(handle) + " (already waited on?)");
+  };
+  if (!slots_.count(handle)) throw unknown();
   // Look the slot up again after every wake-up: another waiter may have taken it, and
   // other threads' Allocate() may have rehashed the table.
   cv_.wait(lock, [&] {
@@ -84,7 +83,7 @@ OpResult HandleTable::Wait(Handle handle) {
     return it == slots_.end() || it->second.done;
   });
   auto it = slots_.find(handle);
-  if (it == slots_.end()) throw Error(unknown);
+  if (it == slots_.end()) throw unknown();
   Slot slot = std::move(it->second);
   slots_.erase(it);
   lock.unlock();  // ordering calls into CUDA

@@ -1,8 +1,5 @@
 #include "submit/tensor_queue.h"
 
-#include <string_view>
-#include <unordered_set>
-
 namespace lockstep {
 namespace {
 
@@ -11,17 +8,6 @@ namespace {
 std::string InFlightKey(int32_t process_set_id, const std::string& name) {
   if (process_set_id == 0) return name;
   return name + '\x1f' + std::to_string(process_set_id);
-}
-
-// The index of the first key that repeats an earlier one, or -1. Batches are mostly
-// a single op, where this costs nothing.
-int FirstRepeat(const std::vector<std::string>& keys) {
-  if (keys.size() < 2) return -1;
-  std::unordered_set<std::string_view> seen;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (!seen.insert(keys[i]).second) return static_cast<int>(i);
-  }
-  return -1;
 }
 
 Error SubmittedAgain(const std::string& name) {
@@ -33,25 +19,30 @@ Error SubmittedAgain(const std::string& name) {
 
 }  // namespace
 
-void TensorQueue::Push(std::vector<TensorEntry> entries, bool wake) {
+void TensorQueue::Push(TensorEntry* entries, size_t count, bool wake) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (closed_) throw Error(close_reason_);
-    // Keys are built once and then moved in: this runs on every op's path.
-    std::vector<std::string> keys;
-    std::vector<const std::string*> names;
-    keys.reserve(entries.size());
-    names.reserve(entries.size());
-    for (const TensorEntry& entry : entries) {
+    // All or nothing: when a name is in flight already (or repeats within the batch),
+    // the names this batch added are taken back. No scratch containers: this runs on
+    // every op's path.
+    size_t added = 0;
+    for (; added < count; ++added) {
+      const TensorEntry& entry = entries[added];
       if (IsControl(entry.request.op)) continue;  // not a tensor: its name is no key
-      keys.push_back(InFlightKey(entry.spec.process_set_id, entry.request.name));
-      names.push_back(&entry.request.name);
-      if (in_flight_.count(keys.back())) throw SubmittedAgain(entry.request.name);
+      if (!in_flight_.insert(InFlightKey(entry.spec.process_set_id, entry.request.name)).second) {
+        break;
+      }
     }
-    const int repeat = FirstRepeat(keys);
-    if (repeat >= 0) throw SubmittedAgain(*names[repeat]);
-    for (std::string& key : keys) in_flight_.insert(std::move(key));
-    for (TensorEntry& entry : entries) entries_.push_back(std::move(entry));
+    if (added < count) {
+      for (size_t i = 0; i < added; ++i) {
+        if (!IsControl(entries[i].request.op)) {
+          in_flight_.erase(InFlightKey(entries[i].spec.process_set_id, entries[i].request.name));
+        }
+      }
+      throw SubmittedAgain(entries[added].request.name);
+    }
+    for (size_t i = 0; i < count; ++i) entries_.push_back(std::move(entries[i]));
   }
   if (wake) cv_.notify_one();
 }

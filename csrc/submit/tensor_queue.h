@@ -32,7 +32,11 @@ class TensorQueue {
   // Adds a batch atomically, so a group is negotiated in one cycle. Throws Error when
   // a name is already in flight or the queue was closed. `wake` false leaves a waiting
   // WaitForWork() asleep (the caller will run the cycle itself).
-  void Push(std::vector<TensorEntry> entries, bool wake = true);
+  // Moves the `count` entries out of `entries`.
+  void Push(TensorEntry* entries, size_t count, bool wake = true);
+  void Push(std::vector<TensorEntry> entries, bool wake = true) {
+    Push(entries.data(), entries.size(), wake);
+  }
   bool HasEntries();
   // Moves the queued entries into *out (cleared first); the loop passes the same
   // vector each cycle, so the queue reuses its capacity.

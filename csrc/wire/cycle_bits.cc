@@ -61,6 +61,13 @@ CycleBitsSummary DecodeCycleBits(const std::vector<uint64_t>& reduced, int cache
 }
 
 CycleBitsSummary DecodeCycleBits(const uint64_t* reduced, size_t size, int cache_capacity) {
+  CycleBitsSummary summary;
+  DecodeCycleBitsInto(reduced, size, cache_capacity, &summary);
+  return summary;
+}
+
+void DecodeCycleBitsInto(const uint64_t* reduced, size_t size, int cache_capacity,
+                         CycleBitsSummary* out) {
   if (size != CycleBitsWords(cache_capacity)) {
     throw WireError("cycle bit vector of " + std::to_string(size) + " words where " +
                     std::to_string(CycleBitsWords(cache_capacity)) + " were expected");
@@ -70,7 +77,7 @@ CycleBitsSummary DecodeCycleBits(const uint64_t* reduced, size_t size, int cache
   if ((reduced[0] & ~kAndFlags) != 0 || (any & ~kOrFlags) != 0) {
     throw WireError("cycle bit vector sets unknown flags");
   }
-  CycleBitsSummary summary;
+  CycleBitsSummary& summary = *out;
   summary.all_pending = (reduced[0] & kAndHasPending) != 0;
   summary.any_pending = (any & kOrHasPending) != 0;
   summary.need_full_round = (any & kOrNeedFullRound) != 0;
@@ -90,7 +97,6 @@ CycleBitsSummary DecodeCycleBits(const uint64_t* reduced, size_t size, int cache
     throw WireError("cycle bit vector sets slots beyond the cache capacity " +
                     std::to_string(cache_capacity));
   }
-  return summary;
 }
 
 }  // namespace lockstep

@@ -40,5 +40,9 @@ void EncodeCycleBitsInto(int cache_capacity, const CycleBitsLocal& local, uint64
 // capacity or flags that do not exist (a rank configured differently, or corruption).
 CycleBitsSummary DecodeCycleBits(const std::vector<uint64_t>& reduced, int cache_capacity);
 CycleBitsSummary DecodeCycleBits(const uint64_t* reduced, size_t words, int cache_capacity);
+// The same into *out, whose vectors keep their capacity (negotiation decodes one per
+// cycle).
+void DecodeCycleBitsInto(const uint64_t* reduced, size_t words, int cache_capacity,
+                         CycleBitsSummary* out);
 
 }  // namespace lockstep

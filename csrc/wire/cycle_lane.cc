@@ -85,8 +85,17 @@ size_t CycleVectorWords(int cache_capacity, int payload_bytes) {
 std::vector<uint64_t> EncodeCycleVector(int cache_capacity, const CycleBitsLocal& local,
                                         int payload_bytes, const LaneHeader* header,
                                         const void* payload) {
+  std::vector<uint64_t> vec;
+  EncodeCycleVectorInto(cache_capacity, local, payload_bytes, header, payload, &vec);
+  return vec;
+}
+
+void EncodeCycleVectorInto(int cache_capacity, const CycleBitsLocal& local, int payload_bytes,
+                           const LaneHeader* header, const void* payload,
+                           std::vector<uint64_t>* out) {
   const size_t payload_words = PayloadWords(payload_bytes);
-  std::vector<uint64_t> vec(CycleVectorWords(cache_capacity, payload_bytes), 0);
+  std::vector<uint64_t>& vec = *out;
+  vec.assign(CycleVectorWords(cache_capacity, payload_bytes), 0);
   vec[0] = Descriptor(payload_words);
   vec[1] = kEmptyHeader;
   if (header != nullptr) {
@@ -100,11 +109,17 @@ std::vector<uint64_t> EncodeCycleVector(int cache_capacity, const CycleBitsLocal
   }
   vec[2] = ~vec[1];
   EncodeCycleBitsInto(cache_capacity, local, vec.data() + kLaneFixedWords + payload_words);
-  return vec;
 }
 
 CycleVectorSummary DecodeCycleVector(const std::vector<uint64_t>& reduced, int cache_capacity,
                                      int payload_bytes) {
+  CycleVectorSummary summary;
+  DecodeCycleVectorInto(reduced, cache_capacity, payload_bytes, &summary);
+  return summary;
+}
+
+void DecodeCycleVectorInto(const std::vector<uint64_t>& reduced, int cache_capacity,
+                           int payload_bytes, CycleVectorSummary* out) {
   const size_t payload_words = PayloadWords(payload_bytes);
   if (reduced.size() != CycleVectorWords(cache_capacity, payload_bytes)) {
     throw WireError("cycle vector of " + std::to_string(reduced.size()) + " words where " +
@@ -114,12 +129,14 @@ CycleVectorSummary DecodeCycleVector(const std::vector<uint64_t>& reduced, int c
   if (reduced[0] != Descriptor(payload_words)) {
     throw WireError("cycle vector with a foreign lane descriptor");
   }
-  CycleVectorSummary summary;
+  CycleVectorSummary& summary = *out;
+  summary.lane_valid = false;
+  summary.lane = LaneHeader{};
   const size_t bits_at = kLaneFixedWords + payload_words;
-  summary.bits =
-      DecodeCycleBits(reduced.data() + bits_at, reduced.size() - bits_at, cache_capacity);
+  DecodeCycleBitsInto(reduced.data() + bits_at, reduced.size() - bits_at, cache_capacity,
+                      &summary.bits);
   const bool empty = reduced[1] == kEmptyHeader && reduced[2] == ~kEmptyHeader;
-  if (empty) return summary;
+  if (empty) return;
   if (!UnpackHeader(reduced[1], reduced[2], payload_words, &summary.lane) ||
       summary.lane.slot >= cache_capacity) {
     throw WireError("cycle vector with a malformed lane header");
@@ -137,8 +154,8 @@ CycleVectorSummary DecodeCycleVector(const std::vector<uint64_t>& reduced, int c
   for (size_t w = (used + 7) / 8; w < payload_words; ++w) spill |= payload[w];
   if (spill != 0) throw WireError("cycle vector with a payload past its element count");
   summary.lane_valid = true;
+  summary.payload.fill(0);
   std::memcpy(summary.payload.data(), payload, used);
-  return summary;
 }
 
 void CombineCycleVectors(const uint64_t* in, uint64_t* inout, size_t words) {

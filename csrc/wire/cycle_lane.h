@@ -54,6 +54,10 @@ size_t CycleVectorWords(int cache_capacity, int payload_bytes);
 std::vector<uint64_t> EncodeCycleVector(int cache_capacity, const CycleBitsLocal& local,
                                         int payload_bytes, const LaneHeader* header,
                                         const void* payload);
+// The same into *out (its capacity reused: negotiation encodes one per cycle).
+void EncodeCycleVectorInto(int cache_capacity, const CycleBitsLocal& local, int payload_bytes,
+                           const LaneHeader* header, const void* payload,
+                           std::vector<uint64_t>* out);
 
 struct CycleVectorSummary {
   CycleBitsSummary bits;
@@ -69,6 +73,9 @@ struct CycleVectorSummary {
 // DecodeCycleBits rejects.
 CycleVectorSummary DecodeCycleVector(const std::vector<uint64_t>& reduced, int cache_capacity,
                                      int payload_bytes);
+// The same into *out, whose vectors keep their capacity.
+void DecodeCycleVectorInto(const std::vector<uint64_t>& reduced, int cache_capacity,
+                           int payload_bytes, CycleVectorSummary* out);
 
 // The reduction across ranks, inout = combine(in, inout), for vectors of `words` words:
 // bitwise AND of the bits; the lanes as described above, their payloads with

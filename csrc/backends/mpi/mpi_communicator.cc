@@ -1,7 +1,6 @@
 #include "backends/mpi/mpi_communicator.h"
 
 #include <cstdlib>
-#include <thread>
 
 #include "backends/mpi/mpi_exchange.h"
 #include "backends/mpi/mpi_ops.h"
@@ -45,6 +44,7 @@ double MpiCommunicator::MaxAcrossRanks(double value) {
 }
 
 std::unique_ptr<Exchange> MpiCommunicator::NewExchange(ExchangeOptions options) {
+  options.cores_shared = context_->ranks_outnumber_cores();
   return std::make_unique<MpiExchange>(comm_, std::move(options));
 }
 
@@ -66,8 +66,7 @@ World StartMpiWorld() {
   world.hostnames = context->hostnames();
   world.threads_supported = context->threads_supported();
   world.any_thread_may_call = context->any_thread_may_call();
-  const unsigned cores = std::thread::hardware_concurrency();  // 0: unknown
-  world.ranks_outnumber_cores = cores > 0 && world.topology.local_size > static_cast<int>(cores);
+  world.ranks_outnumber_cores = context->ranks_outnumber_cores();
   world.mark_peers_lost = [] { MarkPeersLost(); };
   // The context owns the duplicate of MPI_COMM_WORLD and frees it when the last
   // communicator holding it goes.

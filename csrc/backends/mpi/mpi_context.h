@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "lockstep/lockstep.h"
@@ -27,6 +28,11 @@ class MpiContext {
   bool any_thread_may_call() const { return thread_level_ >= MPI_THREAD_SERIALIZED; }
   // Every rank's host name, by rank, for messages that name ranks.
   const std::vector<std::string>& hostnames() const { return hostnames_; }
+  // This host runs more of the job's ranks than it has cores: waits must yield.
+  bool ranks_outnumber_cores() const {
+    const unsigned cores = std::thread::hardware_concurrency();  // 0: unknown
+    return cores > 0 && topology_.local_size > static_cast<int>(cores);
+  }
 
  private:
   void GatherHostnames();

@@ -109,8 +109,30 @@ class OpDispatcher:
         """run_allreduce for a C-contiguous host array of core dtype `dtype` into `output`
         (an array like it, or `array` itself): the core reads their memory and shape
         through the buffer protocol."""
-        reduce_op, prescale, postscale, name = self._sync_allreduce_args(dtype, op, prescale, postscale, name, ps)
-        self._run_sync(self._core.run_allreduce_arrays, name, dtype, array, output, reduce_op, prescale, postscale, ps)
+        # _sync_allreduce_args and _run_sync inline for plain arguments: this is every
+        # small numpy allreduce's path, where each Python call is a tenth of the op.
+        reduce_op = _PLAIN_REDUCE_OPS.get(op) if type(op) is int else None
+        if (
+            reduce_op is None
+            or prescale.__class__ is not float
+            or prescale != 1.0
+            or postscale.__class__ is not float
+            or postscale != 1.0
+            or dtype is self._core.DataType.BOOL
+            or name.__class__ is not str
+            or name == ""
+        ):
+            reduce_op, prescale, postscale, name = self._sync_allreduce_args(dtype, op, prescale, postscale, name, ps)
+        try:
+            self._core.run_allreduce_arrays(name, dtype, array, output, reduce_op, prescale, postscale, ps)
+        except self._core.AbortedError:
+            raise  # as in _run_sync
+        except self._core.LockstepError:
+            self._require_initialized()
+            raise
+        finally:
+            if self._handles.idle():
+                self._namer.restart()
 
     def _sync_allreduce_args(self, dtype, op, prescale, postscale, name, ps):
         """(core reduce op, prescale, postscale, name). Plain arguments (a named op

@@ -13,6 +13,7 @@ from lockstep.common import basics, validation
 from lockstep.common.dispatch import Scaling
 from lockstep.common.host_arrays import (
     CORE_DTYPES,
+    RECYCLED_BYTES,
     array_from_result,
     as_array,
     core_dtype,
@@ -55,13 +56,22 @@ def allreduce(
     process_set=global_process_set,
 ):
     """Reduce `tensor` across ranks (Average by default) and return the result."""
-    plain = _plain_dtype(tensor) if compression is None and average is None else None
-    if plain is not None:  # the common case, without the general path's wrappers
-        output = empty_like(tensor)  # C-contiguous, as the tensor is
-        _reduce_into(
-            plain, tensor, output, Average if op is None else op, prescale_factor, postscale_factor, name, process_set
-        )
-        return output
+    # The common case, inline: a few microseconds is the whole op for small tensors.
+    if tensor.__class__ is np.ndarray and compression is None and average is None and tensor.flags.c_contiguous:
+        plain = CORE_DTYPES.get(tensor.dtype)
+        if plain is not None:
+            output = np.empty_like(tensor) if tensor.nbytes < RECYCLED_BYTES else empty_like(tensor)
+            DISPATCHER.run_allreduce_arrays(
+                plain,
+                tensor,
+                output,
+                Average if op is None else op,
+                prescale_factor,
+                postscale_factor,
+                name,
+                0 if process_set is global_process_set else process_set_id(process_set),
+            )
+            return output
     op, sent, output, finish = _prepare_allreduce(tensor, average, compression, op)
     _reduce_into(core_dtype(sent.dtype), sent, output, op, prescale_factor, postscale_factor, name, process_set)
     return finish()
@@ -88,12 +98,22 @@ def allreduce_(
     tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set
 ):
     """Reduce `tensor` across ranks in place and return it."""
-    plain = _plain_dtype(tensor) if average is None else None
-    if plain is not None and tensor.flags.writeable:  # the common case, without the wrappers
-        _reduce_into(
-            plain, tensor, tensor, Average if op is None else op, prescale_factor, postscale_factor, name, process_set
-        )
-        return tensor
+    # The common case, inline (as in allreduce).
+    if tensor.__class__ is np.ndarray and average is None:
+        flags = tensor.flags
+        plain = CORE_DTYPES.get(tensor.dtype) if flags.c_contiguous and flags.writeable else None
+        if plain is not None:
+            DISPATCHER.run_allreduce_arrays(
+                plain,
+                tensor,
+                tensor,
+                Average if op is None else op,
+                prescale_factor,
+                postscale_factor,
+                name,
+                0 if process_set is global_process_set else process_set_id(process_set),
+            )
+            return tensor
     target = _writable(tensor)
     array = as_array(target)
     op = handle_average_backwards_compatibility(op, average)
@@ -106,14 +126,6 @@ def _reduce_into(dtype, array, output, op, prescale_factor, postscale_factor, na
     DISPATCHER.run_allreduce_arrays(
         dtype, array, output, op, prescale_factor, postscale_factor, name, process_set_id(process_set)
     )
-
-
-def _plain_dtype(tensor):
-    """The core dtype of a C-contiguous ndarray of a supported dtype, else None (the
-    general path then converts, copies or raises)."""
-    if tensor.__class__ is not np.ndarray or not tensor.flags.c_contiguous:
-        return None
-    return CORE_DTYPES.get(tensor.dtype)
 
 
 def _writable(tensor):
