@@ -89,27 +89,37 @@ class OpDispatcher:
         TensorRef/Scaling, no frontend handle, one call into the core, which waits with the
         GIL released. The caller's references keep the memory alive meanwhile. For device
         memory (device >= 0), `stream` is the framework's stream (see TensorRef)."""
-        reduce_op, prescale, postscale, name = self._sync_allreduce_args(dtype, op, prescale, postscale, name, ps)
-        self._run_sync(
-            self._core.run_allreduce,
-            name,
-            dtype,
-            shape,
-            address,
-            output_address,
-            reduce_op,
-            prescale,
-            postscale,
-            device,
-            ps,
-            stream,
-        )
+        # As in run_allreduce_arrays: plain arguments skip the general checks inline.
+        reduce_op = _PLAIN_REDUCE_OPS.get(op) if type(op) is int else None
+        if (
+            reduce_op is None
+            or prescale.__class__ is not float
+            or prescale != 1.0
+            or postscale.__class__ is not float
+            or postscale != 1.0
+            or dtype is self._core.DataType.BOOL
+            or name.__class__ is not str
+            or name == ""
+        ):
+            reduce_op, prescale, postscale, name = self._sync_allreduce_args(dtype, op, prescale, postscale, name, ps)
+        try:
+            self._core.run_allreduce(
+                name, dtype, shape, address, output_address, reduce_op, prescale, postscale, device, ps, stream
+            )
+        except self._core.AbortedError:
+            raise  # the collective itself failed (e.g. ranks stopped responding): keep its type
+        except self._core.LockstepError:
+            self._require_initialized()
+            raise
+        finally:
+            if self._handles.idle():
+                self._namer.restart()
 
     def run_allreduce_arrays(self, dtype, array, output, op, prescale, postscale, name, ps=0):
         """run_allreduce for a C-contiguous host array of core dtype `dtype` into `output`
         (an array like it, or `array` itself): the core reads their memory and shape
         through the buffer protocol."""
-        # _sync_allreduce_args and _run_sync inline for plain arguments: this is every
+        # The checks of _sync_allreduce_args inline for plain arguments: this is every
         # small numpy allreduce's path, where each Python call is a tenth of the op.
         reduce_op = _PLAIN_REDUCE_OPS.get(op) if type(op) is int else None
         if (
@@ -126,7 +136,7 @@ class OpDispatcher:
         try:
             self._core.run_allreduce_arrays(name, dtype, array, output, reduce_op, prescale, postscale, ps)
         except self._core.AbortedError:
-            raise  # as in _run_sync
+            raise  # the collective itself failed (e.g. ranks stopped responding): keep its type
         except self._core.LockstepError:
             self._require_initialized()
             raise
@@ -158,18 +168,6 @@ class OpDispatcher:
             self._require_initialized()  # that error comes first, as on every other path
             name = self._name("allreduce", name, ps)
         return reduce_op, prescale, postscale, name
-
-    def _run_sync(self, core_call, *args):
-        """One synchronous call into the core, with the error types of the other paths."""
-        try:
-            core_call(*args)
-        except self._core.AbortedError:
-            raise  # the collective itself failed (e.g. ranks stopped responding): keep its type
-        except self._core.LockstepError:
-            self._require_initialized()  # the not-initialized error has its own type
-            raise
-        finally:
-            self._restart_names_if_idle()
 
     def grouped_allreduce(self, tensors, outputs, scaling, name, finish, ps=0):
         """All members share one op, scaling and name prefix; they are negotiated as a unit."""

@@ -32,6 +32,7 @@ _CORE_DTYPES = {
     torch.bool: _core.DataType.BOOL,
 }
 
+CORE_DTYPES = _CORE_DTYPES  # for frontends' inline fast paths
 SUPPORTED_DTYPES = tuple(_CORE_DTYPES)
 SUPPORTED_DTYPE_NAMES = ", ".join(str(dtype).replace("torch.", "") for dtype in SUPPORTED_DTYPES)
 
