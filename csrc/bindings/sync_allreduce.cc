@@ -21,6 +21,10 @@ namespace {
 
 // Argument readers: false with a Python error set.
 bool ReadString(PyObject* object, std::string* out) {
+  if (!PyUnicode_Check(object)) {
+    PyErr_Format(PyExc_TypeError, "name must be a str, got %s", Py_TYPE(object)->tp_name);
+    return false;
+  }
   Py_ssize_t size = 0;
   const char* data = PyUnicode_AsUTF8AndSize(object, &size);
   if (data == nullptr) return false;
