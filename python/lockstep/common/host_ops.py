@@ -13,7 +13,6 @@ from lockstep.common import basics, validation
 from lockstep.common.dispatch import Scaling
 from lockstep.common.host_arrays import (
     CORE_DTYPES,
-    RECYCLED_BYTES,
     array_from_result,
     as_array,
     core_dtype,
@@ -60,7 +59,7 @@ def allreduce(
     if tensor.__class__ is np.ndarray and compression is None and average is None and tensor.flags.c_contiguous:
         plain = CORE_DTYPES.get(tensor.dtype)
         if plain is not None:
-            output = np.empty_like(tensor) if tensor.nbytes < RECYCLED_BYTES else empty_like(tensor)
+            output = empty_like(tensor)  # C-contiguous, as the tensor is
             DISPATCHER.run_allreduce_arrays(
                 plain,
                 tensor,
