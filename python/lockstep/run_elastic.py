@@ -94,25 +94,30 @@ class JobWatcher:
             if killed:
                 self.outcome.peer_lost = True
                 self.outcome.blamed.add(killed.group(1))
-            if protocol.REPORT_PREFIX not in line:
-                return
-            report = line.split(protocol.REPORT_PREFIX, 1)[1]
-            ready = re.search(r"ready rank (\d+)", report)
-            if ready:
-                self.ready.add(int(ready.group(1)))
-            if "training finished" in report:
-                self.outcome.finished = True
-            if f"({protocol.EXIT_HOSTS_UPDATED})" in report:
-                self.outcome.hosts_updated = True
-            if f"({protocol.EXIT_PEER_LOST})" in report:
-                self.outcome.peer_lost = True
-                # Rank 0 finds which ranks went silent and tells the others ("as rank 0
-                # found"); a rank that did not hear from rank 0 can only name rank 0.
-                from_rank_0 = "as rank 0 found" in report or re.match(r"\s*rank 0 exits", report)
-                hosts = set(_BLAMED.findall(report.split("peer lost:", 1)[-1]))
-                (self.verdicts if from_rank_0 else self.guesses).update(hosts)
-            if "exits (" in report and self.first_exit_report is None:
-                self.first_exit_report = time.monotonic()
+            # mpirun forwards each rank's output in pieces, so two ranks' reports can
+            # share a line ("... ready rank 0[lockstep-elastic] ready rank 1"): each
+            # one counts. A rank missed here would keep the job from ever growing.
+            for report in line.split(protocol.REPORT_PREFIX)[1:]:
+                self._note_report(report)
+
+    def _note_report(self, report):
+        """One worker report (the text after the prefix); the lock is held."""
+        ready = re.search(r"ready rank (\d+)", report)
+        if ready:
+            self.ready.add(int(ready.group(1)))
+        if "training finished" in report:
+            self.outcome.finished = True
+        if f"({protocol.EXIT_HOSTS_UPDATED})" in report:
+            self.outcome.hosts_updated = True
+        if f"({protocol.EXIT_PEER_LOST})" in report:
+            self.outcome.peer_lost = True
+            # Rank 0 finds which ranks went silent and tells the others ("as rank 0
+            # found"); a rank that did not hear from rank 0 can only name rank 0.
+            from_rank_0 = "as rank 0 found" in report or re.match(r"\s*rank 0 exits", report)
+            hosts = set(_BLAMED.findall(report.split("peer lost:", 1)[-1]))
+            (self.verdicts if from_rank_0 else self.guesses).update(hosts)
+        if "exits (" in report and self.first_exit_report is None:
+            self.first_exit_report = time.monotonic()
 
     def signal(self, signum):
         if self.process.poll() is None:

@@ -144,6 +144,19 @@ def test_job_output_names_the_lost_hosts():
     assert watcher.ready == {0}
 
 
+def test_reports_of_two_ranks_on_one_line_both_count():
+    """mpirun forwards output in pieces: a rank's report can land mid-line after
+    another's (seen in a clean-clone CI run, where the job then never grew)."""
+    from lockstep import run_elastic
+
+    script = "printf '[lockstep-elastic] ready rank 0[lockstep-elastic] ready rank 1\\n\\n'"
+    script += "; echo '[lockstep-elastic] ready rank 3'; echo 'x [lockstep-elastic] training finished'"
+    watcher = run_elastic.JobWatcher(["sh", "-c", script], None)
+    outcome = watcher.finish()
+    assert watcher.ready == {0, 1, 3}
+    assert outcome.finished and outcome.returncode == 0
+
+
 def test_elastic_script_runs_under_plain_mpirun(tmp_path, built_extension):
     # Without the supervisor, hvd.elastic.run syncs and trains: commits stay in memory.
     run = mpi_harness.run_ranks("elastic_torch_train.py", 2, timeout=240, env={"LOCKSTEP_TEST_STEP_SECONDS": "0"})
