@@ -111,11 +111,12 @@ class GradientSet(torch.nn.Module):
         super().__init__()
         self.tensors = torch.nn.ParameterList(torch.nn.Parameter(torch.zeros(shape)) for _, shape in gradient_order())
 
-    def forward(self):
+    def forward(self, weight):
+        # DDP needs at least one input to forward (torch 2.11 indexes its moved inputs).
         total = None
         for tensor in reversed(list(self.tensors)):  # autograd reaches the last one added first
             total = tensor.sum() if total is None else total + tensor.sum()
-        return total
+        return total * weight
 
 
 class HookedAllreduce:
@@ -140,15 +141,16 @@ def measure_gradients(rank, quick):
     ours = GradientSet().to(rank.device)
     hooks = HookedAllreduce(ours, "bench.gradients")
     theirs = torch.nn.parallel.DistributedDataParallel(GradientSet().to(rank.device), device_ids=[rank.device.index])
+    weight = torch.ones((), device=rank.device)
 
     def lockstep_step():
         ours.zero_grad(set_to_none=False)
-        ours().backward()
+        ours(weight).backward()
         hooks.wait()
 
     def ddp_step():
         theirs.zero_grad(set_to_none=False)
-        theirs().backward()
+        theirs(weight).backward()
 
     samples = rank.interleaved(
         {"lockstep (hooks)": lockstep_step, "torch DDP": ddp_step}, rounds=3 if quick else 8, count=2 if quick else 5

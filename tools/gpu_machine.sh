@@ -12,7 +12,8 @@
 # runner brings $OUT back), else to build-gpu/gpu-<mode>.log.
 # Settings: PYTHON (default: python3 on PATH), JOBS (16), BUILD_DIR (build-gpu),
 # CPU_SUITES (tests/python files also run by `test`; "" for none), PYTEST_K (a pytest -k
-# expression selecting GPU tests), PYTEST_ARGS (more pytest arguments, space-separated).
+# expression selecting GPU tests), PYTEST_ARGS (more pytest arguments, space-separated),
+# CTEST_REGEX (only the C++ tests it matches), BENCH_ARGS (more bench_gpu.py arguments).
 # Without a carried wheel it uses the MPI on PATH, so the build part runs anywhere.
 # build-gpu/ is reused when it exists, so a second call (a subset of the suite, e.g.
 # PYTEST_K="np1 or streams" CPU_SUITES="" make gpu-test) only rebuilds what changed.
@@ -88,14 +89,14 @@ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_BUILD_PYTHON=ON
   -DLOCKSTEP_BUILD_TESTS=$tests_option "${gtest_option[@]}" -DLOCKSTEP_WITH_TENSORFLOW=OFF \
   -DPython_EXECUTABLE="$PYTHON" -DMPI_C_COMPILER="$MPICC" -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++ || exit 1
 cmake --build "$BUILD_DIR" -j"$JOBS" || exit 1
-PYTHONPATH=$ROOT/python "$PYTHON" -m lockstep.run --check-build 2>/dev/null | sed -n '1,6p'
+PYTHONPATH=$ROOT/python "$PYTHON" -m lockstep.run --check-build 2>&1 | sed -n "1,6p"
 [ "$MODE" = build ] && exit 0
 
 status=0
 if [ "$MODE" = test ]; then
   if [ "$tests_option" = ON ]; then
     step "C++ unit tests"
-    ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS" || status=1
+    ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS" ${CTEST_REGEX:+-R "$CTEST_REGEX"} || status=1
   fi
   step "GPU suite (tests/gpu)"
   # shellcheck disable=SC2086
@@ -109,7 +110,7 @@ if [ "$MODE" = test ]; then
 else
   step "GPU benchmarks"
   PYTHONPATH=$ROOT/python "$PYTHON" benchmarks/bench_gpu.py --results benchmarks/RESULTS-gpu.md \
-    --json "$LOG_DIR/bench-gpu.json" || status=1
+    --json "$LOG_DIR/bench-gpu.json" ${BENCH_ARGS:-} || status=1
   [ -n "${OUT:-}" ] && cp benchmarks/RESULTS-gpu.md "$OUT/" 2>/dev/null
 fi
 step "done: $([ $status = 0 ] && echo PASSED || echo FAILED) (log: $LOG)"

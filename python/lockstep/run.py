@@ -503,12 +503,14 @@ def frontend_available(framework):
 
 
 def build_report():
+    # The frameworks load before lockstep's core, as the frontends order it (see
+    # lockstep/torch/__init__.py): the other order aborted inside `import torch`.
+    frameworks = [framework_status(framework) for framework in FRAMEWORKS]
     lines = ["lockstep build:", "", "  Available backends:"]
     for name, available, detail in backend_status():
         lines.append(f"    [{'X' if available else ' '}] {name:<6} {detail}".rstrip())
     lines += ["", "  Available frameworks:", f"    {'':4}{'framework':<12}{'version':<30}lockstep frontend"]
-    for framework in FRAMEWORKS:
-        name, available, version = framework_status(framework)
+    for framework, (name, available, version) in zip(FRAMEWORKS, frameworks):
         frontend = "yes" if frontend_available(framework) else "no"
         lines.append(f"    [{'X' if available else ' '}] {name:<12}{version:<30}{frontend}")
     return "\n".join(lines)

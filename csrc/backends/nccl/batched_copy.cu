@@ -53,7 +53,23 @@ void LaunchScaled(const CopyBatch& batch, dim3 grid, double factor, cudaStream_t
   ScaledCopies<T><<<grid, kThreads, 0, stream>>>(batch, factor);
 }
 
+template <typename... T>
+cudaError_t LoadEach() {
+  cudaFuncAttributes attributes;
+  cudaError_t first_failure = cudaFuncGetAttributes(&attributes, &PlainCopies);
+  for (const void* kernel : {reinterpret_cast<const void*>(&ScaledCopies<T>)...}) {
+    const cudaError_t result = cudaFuncGetAttributes(&attributes, kernel);
+    if (first_failure == cudaSuccess) first_failure = result;
+  }
+  return first_failure;
+}
+
 }  // namespace
+
+cudaError_t LoadBatchedCopyKernels() {
+  return LoadEach<uint8_t, int8_t, uint16_t, int16_t, int32_t, int64_t, __half, __nv_bfloat16,
+                  float, double>();
+}
 
 cudaError_t BatchedCopy(const DeviceCopy* copies, int count, DataType dtype, double factor,
                         cudaStream_t stream) {

@@ -23,4 +23,7 @@ struct DeviceCopy {
 cudaError_t BatchedCopy(const DeviceCopy* copies, int count, DataType dtype, double factor,
                         cudaStream_t stream);
 
+// Loads the copy kernels on the current device now (see LoadScaleKernels).
+cudaError_t LoadBatchedCopyKernels();
+
 }  // namespace lockstep

@@ -5,6 +5,9 @@
 #include <map>
 #include <mutex>
 
+#include "backends/nccl/batched_copy.h"
+#include "backends/nccl/scale_kernels.h"
+
 namespace lockstep {
 namespace {
 
@@ -167,6 +170,11 @@ DeviceStream::DeviceStream(int device) : device_(device) {
   DeviceGuard guard(device);
   guard.Check({});
   CheckCuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream creation", {});
+  // Loaded with the stream, before any collective can be in flight (scale_kernels.h).
+  // Best effort: a kernel that cannot load fails its first launch, naming the op.
+  (void)LoadScaleKernels();
+  (void)LoadBatchedCopyKernels();
+  (void)cudaGetLastError();
 }
 
 DeviceStream::~DeviceStream() {

@@ -23,7 +23,23 @@ void Launch(void* buffer, int64_t count, double factor, int blocks, cudaStream_t
   ScaleKernel<<<blocks, kThreads, 0, stream>>>(static_cast<T*>(buffer), count, factor);
 }
 
+template <typename... T>
+cudaError_t LoadEach() {
+  cudaFuncAttributes attributes;
+  cudaError_t first_failure = cudaSuccess;
+  for (const void* kernel : {reinterpret_cast<const void*>(&ScaleKernel<T>)...}) {
+    const cudaError_t result = cudaFuncGetAttributes(&attributes, kernel);
+    if (first_failure == cudaSuccess) first_failure = result;
+  }
+  return first_failure;
+}
+
 }  // namespace
+
+cudaError_t LoadScaleKernels() {
+  return LoadEach<uint8_t, int8_t, uint16_t, int16_t, int32_t, int64_t, __half, __nv_bfloat16,
+                  float, double>();
+}
 
 cudaError_t ScaleDeviceBuffer(void* buffer, int64_t count, DataType dtype, double factor,
                               cudaStream_t stream) {

@@ -16,4 +16,10 @@ namespace lockstep {
 cudaError_t ScaleDeviceBuffer(void* buffer, int64_t count, DataType dtype, double factor,
                               cudaStream_t stream);
 
+// Loads every scale kernel on the current device now. CUDA loads kernels lazily by
+// default, and a load may synchronize the whole context: a first launch in the
+// middle of training would wait for the framework's queued work, and for a collective
+// that is waiting on other ranks.
+cudaError_t LoadScaleKernels();
+
 }  // namespace lockstep

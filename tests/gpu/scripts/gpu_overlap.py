@@ -16,7 +16,7 @@ host at once while the NCCL kernels wait for that rank's GPU.
 import time
 
 import torch
-from gpu_checks import assert_gpu_result, start
+from gpu_checks import assert_gpu_result, load_kernels, start
 from rank_checks import run_main
 
 import lockstep.torch as hvd
@@ -92,7 +92,7 @@ def check_synchronize_under_another_stream(rank, size, device):
 def main():
     rank, size, device = start()
     hvd.allreduce(torch.ones(1, device=device), name="warm.up")  # communicator setup
-    torch.cuda.synchronize()
+    load_kernels(device, ELEMENTS)
     check_work_before_synchronize_is_not_held(rank, size, device)
     check_synchronize_under_another_stream(rank, size, device)
     hvd.shutdown()

@@ -12,7 +12,7 @@ import time
 
 import torch
 import torch.nn.functional as F
-from gpu_checks import assert_gpu_result, start
+from gpu_checks import assert_gpu_result, load_kernels, start
 from rank_checks import run_main
 
 import lockstep.torch as hvd
@@ -92,9 +92,10 @@ def check_optimizer_step_without_host_syncs(rank, size, device):
 
 def warm_up(device):
     """The set's first GPU op creates lockstep's stream and the NCCL communicator, which
-    takes far longer than the sleeps below: it must not fall inside a timed window."""
+    takes far longer than the sleeps below: it must not fall inside a timed window, and
+    neither may the loading of a kernel (load_kernels)."""
     hvd.allreduce(torch.ones(1, device=device), name="warm.up")
-    torch.cuda.synchronize()
+    load_kernels(device, 1 << 20)
 
 
 def main():
