@@ -64,9 +64,12 @@ void DeviceCollectives::CloseCommunicator() {
       comm_->Destroy();
       break;
     case ShutdownAction::kRevokeDrainDestroy:
-      comm_->Revoke();
+      if (!comm_->Revoke()) {
+        comm_->Leave();
+        break;
+      }
       (void)inflight_.Drain(kShutdownDrainSeconds);
-      comm_->Destroy();
+      (void)comm_->DestroyRevoked();
       break;
     case ShutdownAction::kAbort:
       comm_->Abort();
@@ -179,15 +182,17 @@ std::string DeviceCollectives::Stop(const std::string& why, bool work_queued_beh
   const FailureAction action = OnCommunicatorFailure(comm_->revoke_available(), work_queued_behind);
   switch (action) {
     case FailureAction::kRevokeDrainDestroy:
-      comm_->Revoke();
-      if (inflight_.Drain(kShutdownDrainSeconds)) {
-        comm_->Destroy();
+      if (!comm_->Revoke()) {
+        comm_->Leave();
+        return FailGpuPath(broken_ + "; revoking the NCCL communicator failed");
+      }
+      if (inflight_.Drain(kShutdownDrainSeconds) && comm_->DestroyRevoked()) {
         return broken_ + "; the NCCL communicator was " + ActionName(action) +
                "; this process set's later GPU ops fail, host ops and other sets keep working";
       }
       comm_->Leave();  // still not quiescent: destroying could free memory in use
       return FailGpuPath(broken_ +
-                         "; the NCCL communicator was revoked but lockstep's stream did not drain");
+                         "; the NCCL communicator was revoked but did not become quiescent");
     case FailureAction::kAbort:
       comm_->Abort();
       return FailGpuPath(broken_ + "; the NCCL communicator was " + ActionName(action));

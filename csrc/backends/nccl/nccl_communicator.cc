@@ -117,6 +117,17 @@ bool NcclCommunicator::Revoke() {
   return result == ncclSuccess || result == ncclInProgress;
 }
 
+bool NcclCommunicator::DestroyRevoked() {
+  if (comm_ == nullptr) return false;
+  if (WaitWhileInProgress(timeout_seconds_) != ncclSuccess) {
+    Leave();
+    return false;
+  }
+  (void)library_.CommDestroy(comm_);
+  comm_ = nullptr;
+  return true;
+}
+
 void NcclCommunicator::Abort() {
   if (comm_ == nullptr) return;
   // Its result is not actionable: the communicator is gone either way.

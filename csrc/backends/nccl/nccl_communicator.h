@@ -40,8 +40,13 @@ class NcclCommunicator {
   ncclResult_t AsyncError() const;
   bool revoke_available() const { return library_.CommRevoke != nullptr; }
   // ncclCommRevoke (2.29+): stops in-flight work; the caller then drains lockstep's
-  // stream and calls Destroy. Returns false where the library lacks it or it failed.
+  // stream and calls DestroyRevoked. Returns false where the library lacks it or it
+  // failed.
   bool Revoke();
+  // After Revoke: destroys the communicator once NCCL reports it quiescent, as nccl.h
+  // requires; one that does not get there in time, or fails, is left (Leave). Returns
+  // whether it was destroyed.
+  bool DestroyRevoked();
   // Ends the communicator's outstanding work and frees it; idempotent.
   void Abort();
   // Frees it (ncclCommDestroy: an intra-host barrier; every member must call it).

@@ -56,7 +56,6 @@ bool ResolveAll(void* handle, NcclLibrary* l) {
   ok &= Resolve(handle, "ncclRecv", &l->Recv, l);
   ok &= Resolve(handle, "ncclGroupStart", &l->GroupStart, l);
   ok &= Resolve(handle, "ncclGroupEnd", &l->GroupEnd, l);
-  l->CommRevoke = reinterpret_cast<NcclLibrary::CommRevokeFn>(dlsym(handle, "ncclCommRevoke"));
   return ok;
 }
 
@@ -71,6 +70,14 @@ NcclLibrary Load() {
   if (library.GetVersion(&library.version) != ncclSuccess) {
     library.load_error = "ncclGetVersion failed";
     return library;
+  }
+  // NCCL 2.28 exports ncclCommRevoke too, but revoking a nonblocking communicator and
+  // then destroying it crashed there: on the first GPU run (2.28.9, from torch) every
+  // rank whose collective timed out died with SIGSEGV right after the revoke. 2.28
+  // gets ncclCommAbort instead, as where the symbol is missing.
+  if (library.version >= kFirstRevokingNccl) {
+    library.CommRevoke =
+        reinterpret_cast<NcclLibrary::CommRevokeFn>(dlsym(handle, "ncclCommRevoke"));
   }
   library.loaded = true;
   return library;

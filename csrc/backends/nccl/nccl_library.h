@@ -12,6 +12,9 @@
 
 namespace lockstep {
 
+// The first NCCL whose ncclCommRevoke lockstep uses (see nccl_library.cc).
+constexpr int kFirstRevokingNccl = 22900;
+
 struct NcclLibrary {
   // The entry points lockstep uses, with NCCL's own signatures.
   decltype(&ncclGetVersion) GetVersion = nullptr;
@@ -31,7 +34,7 @@ struct NcclLibrary {
   decltype(&ncclRecv) Recv = nullptr;
   decltype(&ncclGroupStart) GroupStart = nullptr;
   decltype(&ncclGroupEnd) GroupEnd = nullptr;
-  // Optional (NCCL 2.29+; looked up at run time, null where the loaded NCCL lacks it):
+  // Optional (NCCL 2.29+, kFirstRevokingNccl; null where the loaded NCCL is older):
   // stops in-flight work and lets lockstep's stream drain before the communicator is
   // destroyed, where ncclCommAbort would free memory that queued kernels still use.
   using CommRevokeFn = ncclResult_t (*)(ncclComm_t comm, int revoke_flags);
