@@ -7,6 +7,8 @@
 #include <sys/prctl.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <utility>
@@ -56,19 +58,29 @@ class CallerDriving {
 // once it has let go of the cycles: they are a framework's continuation (a TensorFlow
 // kernel's done), which may go on to run more of the user's program. Other ops'
 // callbacks run where they complete, as on the background thread.
+struct DeferredCall {
+  DoneCallback done;
+  Status status;
+  OpResult result;
+};
 struct DeferredCallbacks {
-  std::shared_ptr<const int> owner;  // identifies one EnqueueAndDrive call
-  std::vector<std::function<void()>> calls;
+  uint64_t owner = 0;  // identifies one EnqueueAndDrive call, across threads
+  std::vector<DeferredCall> calls;
 };
 thread_local DeferredCallbacks* t_deferred = nullptr;
 
-DoneCallback DeferredWhileDriving(DoneCallback done, std::shared_ptr<const int> owner) {
-  return [done = std::move(done), owner = std::move(owner)](const Status& status, OpResult result) {
+uint64_t NextDriveCall() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Each callback runs once, so it hands its `done` over instead of copying it.
+DoneCallback DeferredWhileDriving(DoneCallback done, uint64_t owner) {
+  return [done = std::move(done), owner](const Status& status, OpResult result) mutable {
     if (t_deferred == nullptr || t_deferred->owner != owner) {
       return done(status, std::move(result));
     }
-    t_deferred->calls.push_back(
-        [done, status, result = std::move(result)]() mutable { done(status, std::move(result)); });
+    t_deferred->calls.push_back({std::move(done), status, std::move(result)});
   };
 }
 
@@ -158,13 +170,23 @@ void Engine::EnqueueAndDrive(std::vector<OpSpec> specs, bool grouped,
   const bool drive = kernels_drive_ && t_driving == nullptr && budget.count() > 0;
   DeferredCallbacks deferred;
   if (drive) {
-    deferred.owner = std::make_shared<const int>(0);
+    deferred.owner = NextDriveCall();
+    deferred.calls.reserve(callbacks.size());
     for (DoneCallback& callback : callbacks) {
       callback = DeferredWhileDriving(std::move(callback), deferred.owner);
     }
   }
-  const std::vector<Handle> handles =
-      Enqueue(std::move(specs), grouped, std::move(callbacks), /*wake_loop=*/!drive);
+  // One op (a lone collective of a compiled program) skips Enqueue's vectors, as Run does.
+  Handle lone = 0;
+  std::vector<Handle> handles;
+  if (specs.size() == 1 && callbacks.size() == 1 && !grouped) {
+    TensorEntry entry = EntryFor(std::move(specs.front()), /*group_id=*/0, /*group_size=*/0);
+    entry.handle = handles_.Allocate(std::move(callbacks.front()));
+    lone = entry.handle;
+    Submit(&entry, 1, /*wake_loop=*/!drive);
+  } else {
+    handles = Enqueue(std::move(specs), grouped, std::move(callbacks), /*wake_loop=*/!drive);
+  }
   if (!drive) return;
   {
     std::unique_lock<std::mutex> driving(driver_, std::try_to_lock);
@@ -173,10 +195,14 @@ void Engine::EnqueueAndDrive(std::vector<OpSpec> specs, bool grouped,
       return;
     }
     t_deferred = &deferred;
-    DriveUntilDone(handles.data(), handles.size(), deadline);
+    if (handles.empty()) {
+      DriveUntilDone(&lone, 1, deadline);
+    } else {
+      DriveUntilDone(handles.data(), handles.size(), deadline);
+    }
     t_deferred = nullptr;
   }
-  for (auto& callback : deferred.calls) callback();
+  for (DeferredCall& call : deferred.calls) call.done(call.status, std::move(call.result));
 }
 
 void Engine::DriveUntilDone(const Handle* handles, size_t count,

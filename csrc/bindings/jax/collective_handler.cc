@@ -44,17 +44,20 @@ class DrivingCall {
 };
 
 // Counts the members down; the first failure becomes the call's error. Results are
-// copied on the core's thread; the future completes on the completion thread.
+// copied on the core's thread; the future completes on the completion thread. It
+// holds the members' outputs, so that each callback carries only an index.
 class Completion : public std::enable_shared_from_this<Completion> {
  public:
-  Completion(std::string name, int members) : name_(std::move(name)), countdown_(members) {}
+  Completion(std::string name, std::vector<MemberOutput> outputs)
+      : name_(std::move(name)),
+        outputs_(std::move(outputs)),
+        countdown_(static_cast<int>(outputs_.size())) {}
 
   ffi::Future MakeFuture() { return ffi::Future(countdown_); }
 
-  DoneCallback Member(const MemberOutput& output) {
-    std::shared_ptr<Completion> self = shared_from_this();
-    return [self, output](const Status& status, OpResult result) {
-      ffi::Error outcome = self->Finish(output, status, result);
+  DoneCallback Member(size_t index) {
+    return [self = shared_from_this(), index](const Status& status, OpResult result) {
+      ffi::Error outcome = self->Finish(self->outputs_[index], status, result);
       if (t_driving_call == self.get()) {
         self->countdown_.CountDown(outcome);
       } else {
@@ -79,6 +82,7 @@ class Completion : public std::enable_shared_from_this<Completion> {
   }
 
   std::string name_;
+  std::vector<MemberOutput> outputs_;
   ffi::CountDownPromise countdown_;
 };
 
@@ -100,10 +104,10 @@ ffi::Future Collective(ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t
 
   const size_t members = decoded.specs.size();
   // Owned by the callbacks and their posted completions (each holds a shared_ptr).
-  auto completion = std::make_shared<Completion>(call.name, static_cast<int>(members));
+  auto completion = std::make_shared<Completion>(call.name, std::move(decoded.outputs));
   std::vector<DoneCallback> callbacks;
-  for (const MemberOutput& output : decoded.outputs)
-    callbacks.push_back(completion->Member(output));
+  callbacks.reserve(members);
+  for (size_t i = 0; i < members; ++i) callbacks.push_back(completion->Member(i));
   ffi::Future future = completion->MakeFuture();
   try {
     DrivingCall driving(completion.get());
@@ -111,7 +115,7 @@ ffi::Future Collective(ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t
   } catch (const Error& refused) {
     // No callback runs after a refusal, so the future is still pending: fail it here.
     for (size_t i = 0; i < members; ++i) {
-      completion->Member(MemberOutput{})(Status::InvalidArgument(refused.what()), OpResult{});
+      completion->Member(i)(Status::InvalidArgument(refused.what()), OpResult{});
     }
   }
   return future;
