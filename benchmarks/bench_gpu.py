@@ -1,7 +1,7 @@
 """The GPU benchmark (make gpu-bench): lockstep against torch.distributed's NCCL backend
 and torch DDP on one GPU machine, one run, side by side; writes benchmarks/RESULTS-gpu.md.
 
-    python3 benchmarks/bench_gpu.py [--quick] [--np 1 2] [--results PATH] [--json PATH]
+    python3 benchmarks/bench_gpu.py [--quick] [--np 1 2] [--setting LOCKSTEP_X=V] [--results PATH] [--json PATH]
 
 Each rank count is one mpirun job of gpu_bench_worker.py. At 2 ranks both ranks share
 the machine's GPU: each gets its own NCCL_HOSTID (so NCCL accepts two ranks on one
@@ -28,8 +28,9 @@ LATENCY_RATIO = 1.5  # small-op latency <= 1.5x torch.distributed
 OVERHEAD = 0.03  # DistributedOptimizer step <= plain step + 3% at 1 rank
 
 
-def run_worker(ranks, out_path, quick, timeout_s):
+def run_worker(ranks, out_path, quick, timeout_s, settings=()):
     env = {name: value for name, value in os.environ.items() if not name.startswith(("LOCKSTEP_", "HOROVOD_"))}
+    env.update(settings)  # only the settings asked for on the command line (--setting)
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (os.path.join(REPO_ROOT, "python"), BENCH_DIR, env.get("PYTHONPATH")) if p
     )
@@ -201,7 +202,7 @@ def overlap_section(result):
     return lines, targets
 
 
-def report(results, quick):
+def report(results, quick, settings=()):
     machine = results[0]["machine"]
     lines = [
         "# lockstep GPU benchmarks",
@@ -220,6 +221,8 @@ def report(results, quick):
         "the same slow transport, not at NVLink speeds.",
         "- Times are per operation over blocks of operations run until the GPU finished them, the "
         "slowest rank's, median over rounds in which the variants alternate.",
+        "- lockstep settings: "
+        + (", ".join(f"`{name}={value}`" for name, value in settings) if settings else "the defaults"),
         "",
     ]
     targets = []
@@ -261,15 +264,26 @@ def main():
     parser.add_argument("--results", default=os.path.join(BENCH_DIR, "RESULTS-gpu.md"))
     parser.add_argument("--json", default=None, help="also write every job's raw results here")
     parser.add_argument("--timeout", type=int, default=300, help="seconds per mpirun job")
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a LOCKSTEP_* setting for the jobs (others in the environment are dropped); repeatable",
+    )
     args = parser.parse_args()
+    settings = [tuple(item.split("=", 1)) for item in args.setting]
+    if any(len(pair) != 2 or not pair[0].startswith("LOCKSTEP_") for pair in settings):
+        parser.error("--setting takes LOCKSTEP_NAME=VALUE")
     reason = unavailable_reason()
     if reason:
         sys.exit(f"make gpu-bench needs a GPU and lockstep's GPU path: {reason}")
     results = []
     with tempfile.TemporaryDirectory() as scratch:
         for ranks in args.np:
-            results.append(run_worker(ranks, os.path.join(scratch, f"np{ranks}.json"), args.quick, args.timeout))
-    text, targets = report(results, args.quick)
+            path = os.path.join(scratch, f"np{ranks}.json")
+            results.append(run_worker(ranks, path, args.quick, args.timeout, settings))
+    text, targets = report(results, args.quick, settings)
     with open(args.results, "w") as stream:
         stream.write(text)
     if args.json:
