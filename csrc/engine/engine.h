@@ -102,6 +102,8 @@ class Engine {
   // Moves entries that hold their handles into the queue; when the queue refuses them
   // (a name in flight, or the engine stopped), forgets their handles and throws.
   void Submit(TensorEntry* entries, size_t count, bool wake_loop);
+  // One ungrouped op without Enqueue's vectors (Run, EnqueueAndDrive): its handle.
+  Handle SubmitOne(OpSpec spec, DoneCallback on_done, bool wake_loop);
   void AdmitNewEntries();
   // `reduced`: the response's data rode with negotiation's bits and is reduced already
   // (NegotiationResult::ridden_payload); null: it runs its collective.

@@ -9,8 +9,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <functional>
-#include <memory>
 #include <utility>
 #include <vector>
 
@@ -140,11 +138,15 @@ void Engine::Stop(const std::string& reason) {
 
 // Enqueue's work for one op without its vectors: this is every synchronous op's path.
 OpResult Engine::Run(OpSpec spec) {
+  return Wait(SubmitOne(std::move(spec), nullptr, /*wake_loop=*/!callers_drive_));
+}
+
+Handle Engine::SubmitOne(OpSpec spec, DoneCallback on_done, bool wake_loop) {
   TensorEntry entry = EntryFor(std::move(spec), /*group_id=*/0, /*group_size=*/0);
-  entry.handle = handles_.Allocate();
+  entry.handle = handles_.Allocate(std::move(on_done));
   const Handle handle = entry.handle;
-  Submit(&entry, 1, /*wake_loop=*/!callers_drive_);
-  return Wait(handle);
+  Submit(&entry, 1, wake_loop);
+  return handle;
 }
 
 OpResult Engine::Wait(Handle handle) {
@@ -180,13 +182,12 @@ void Engine::EnqueueAndDrive(std::vector<OpSpec> specs, bool grouped,
   Handle lone = 0;
   std::vector<Handle> handles;
   if (specs.size() == 1 && callbacks.size() == 1 && !grouped) {
-    TensorEntry entry = EntryFor(std::move(specs.front()), /*group_id=*/0, /*group_size=*/0);
-    entry.handle = handles_.Allocate(std::move(callbacks.front()));
-    lone = entry.handle;
-    Submit(&entry, 1, /*wake_loop=*/!drive);
+    lone = SubmitOne(std::move(specs.front()), std::move(callbacks.front()), !drive);
   } else {
     handles = Enqueue(std::move(specs), grouped, std::move(callbacks), /*wake_loop=*/!drive);
   }
+  const Handle* ids = handles.empty() ? &lone : handles.data();
+  const size_t count = handles.empty() ? 1 : handles.size();
   if (!drive) return;
   {
     std::unique_lock<std::mutex> driving(driver_, std::try_to_lock);
@@ -195,11 +196,7 @@ void Engine::EnqueueAndDrive(std::vector<OpSpec> specs, bool grouped,
       return;
     }
     t_deferred = &deferred;
-    if (handles.empty()) {
-      DriveUntilDone(&lone, 1, deadline);
-    } else {
-      DriveUntilDone(handles.data(), handles.size(), deadline);
-    }
+    DriveUntilDone(ids, count, deadline);
     t_deferred = nullptr;
   }
   for (DeferredCall& call : deferred.calls) call.done(call.status, std::move(call.result));
