@@ -20,12 +20,20 @@ KERAS_SCRIPT = pretend_cluster.mpi_harness.SCRIPTS_DIR / "elastic_keras_train.py
 PEER_TIMEOUT = 4
 
 
+def hold(at, generations=1):
+    """The environment that holds the job's ranks before each commit once `at` commits
+    are made, in its first `generations` jobs, until ElasticRun.release() or a change of
+    hosts (scripts/elastic_hold.py): the job is still training when the test acts."""
+    return {"LOCKSTEP_TEST_HOLD_AT": str(at), "LOCKSTEP_TEST_HOLD_GENERATIONS": str(generations)}
+
+
 class ElasticRun:
     """lockstep-run --host-discovery-script 'cat HOSTS' ... on the cluster's first host."""
 
     def __init__(self, cluster, tmp_path, hosts, launcher_args=(), program=None, env=None):
         self.cluster = cluster
         self.hosts_file = tmp_path / "hosts.txt"
+        self.release_file = tmp_path / "release"
         self.set_hosts(hosts)
         agent = " ".join(cluster.mca_args()[:6])  # plm_rsh_agent, plm_rsh_no_tree_spawn
         program = program or [sys.executable, str(SCRIPT)]
@@ -46,6 +54,7 @@ class ElasticRun:
             {
                 "LOCKSTEP_PEER_TIMEOUT_SECONDS": str(PEER_TIMEOUT),
                 "LOCKSTEP_ELASTIC_COMMIT_DIR": str(tmp_path / "commits"),
+                "LOCKSTEP_TEST_RELEASE_FILE": str(self.release_file),
                 **(env or {}),
             },
         )
@@ -58,6 +67,10 @@ class ElasticRun:
         pattern = rf"\[train\] size {size} epoch \d+ commits (?P<rank>{commits})\b"
         found = self.job.wait_for(pattern, 1, timeout)
         assert found, f"no step with {size} ranks after {commits} commits\n{self.job.output()}"
+
+    def release(self):
+        """Lets held ranks go on (see hold())."""
+        self.release_file.touch()
 
     def finish(self, timeout=180):
         self.job.process.wait(timeout=timeout)

@@ -3,14 +3,15 @@ host): model.fit with the elastic callbacks, and a custom loop with
 DistributedGradientTape and TensorFlowKerasState. A host's rank is SIGKILLed; the
 job resumes on the other two from the last commit and ends with the weights of an
 uninterrupted run with the same membership history, computed in one process with the
-ranks simulated (float32, so to 1e-5)."""
+ranks simulated (float32, so to 1e-5). The first job's ranks wait once a commit is made
+(elastic_cluster.hold), so it is still training when the host goes."""
 
 import sys
 
 import elastic_cluster
 import numpy as np
 import pytest
-from elastic_cluster import KERAS_SCRIPT, ElasticRun, history, kill_ranks, result
+from elastic_cluster import KERAS_SCRIPT, ElasticRun, history, hold, kill_ranks, result
 
 
 @pytest.mark.parametrize("mode", ["fit", "loop"])
@@ -21,6 +22,7 @@ def test_keras_job_loses_a_host_and_resumes_from_the_last_commit(cluster, tmp_pa
         ["node1:1", "node2:1", "node3:1"],
         ("--min-np", "2"),
         program=[sys.executable, str(KERAS_SCRIPT), mode],
+        env=hold(1),
     )
     try:
         run.wait_for_progress(size=3, commits=1, timeout=180)

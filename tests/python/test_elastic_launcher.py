@@ -106,6 +106,8 @@ def test_failing_discovery_script_is_reported():
 def test_job_grows_when_discovery_reports_more_slots(tmp_path, built_extension):
     # localhost:2 becomes localhost:3 once training runs: the supervisor signals mpirun,
     # the ranks stop together at their next commit, and a 3-rank job finishes the epochs.
+    # The first job's ranks wait before their second commit until the signal has come
+    # (scripts/elastic_hold.py), so training cannot end before the job grows.
     started = tmp_path / "started"  # rank 0 makes it at its first step
     grow = f"[ -e {started} ] && echo localhost:3 || echo localhost:2"
     run = launch(
@@ -113,7 +115,7 @@ def test_job_grows_when_discovery_reports_more_slots(tmp_path, built_extension):
         timeout=240,
         env={
             "LOCKSTEP_ELASTIC_COMMIT_DIR": str(tmp_path / "commits"),
-            "LOCKSTEP_TEST_STEP_SECONDS": "0.2",
+            "LOCKSTEP_TEST_HOLD_AT": "1",
             "LOCKSTEP_TEST_STARTED_FILE": str(started),
         },
     )

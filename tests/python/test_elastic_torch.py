@@ -4,14 +4,16 @@ lockstep-run --host-discovery-script supervises mpirun jobs: a lost host (its ra
 SIGKILLed, or its link cut) ends a job, the next one resumes on the other hosts from
 the newest commit; a discovered host joins at the next commit. Each test compares
 the final weights and each sample's training count with the same training run in
-one process with the same membership history (elastic_cluster.reference).
+one process with the same membership history (elastic_cluster.reference). The ranks
+wait at a commit until the test has acted (elastic_cluster.hold), so the job is still
+training when a host goes or comes, however loaded the machine.
 """
 
 import re
 
 import elastic_cluster
 import pytest
-from elastic_cluster import ElasticRun, assert_matches_reference, kill_ranks
+from elastic_cluster import ElasticRun, assert_matches_reference, hold, kill_ranks
 
 ALL_HOSTS = ["node1:2", "node2:2", "node3:1"]
 
@@ -31,7 +33,7 @@ def elastic(cluster, tmp_path):
 
 
 def test_host_killed_mid_epoch_resumes_on_the_others(elastic):
-    run = elastic(ALL_HOSTS)
+    run = elastic(ALL_HOSTS, env=hold(2))
     run.wait_for_progress(size=5, commits=2)
     assert kill_ranks(run.cluster, 1) == 2
     code, output = run.finish()
@@ -43,10 +45,11 @@ def test_host_killed_mid_epoch_resumes_on_the_others(elastic):
 
 
 def test_host_cut_off_resumes_on_the_others(elastic):
-    run = elastic(ALL_HOSTS)
+    run = elastic(ALL_HOSTS, env=hold(2))
     try:
         run.wait_for_progress(size=5, commits=2)
         run.cluster.set_link(2, False)
+        run.release()  # the others find node3 silent in their next collectives
         code, output = run.finish()
     finally:
         run.cluster.set_link(2, True)
@@ -56,9 +59,10 @@ def test_host_cut_off_resumes_on_the_others(elastic):
 
 
 def test_added_host_joins_at_the_next_commit_and_takes_its_share(elastic):
-    # Slower steps: at the default 0.3 s the 12 steps left after commit 2 could end
-    # before discovery saw the new host and its rank started (a loaded clean-clone run).
-    run = elastic(ALL_HOSTS[:2], env={"LOCKSTEP_TEST_STEP_SECONDS": "1.0"})
+    # The ranks wait at commit 3 until the launcher announces the new host: with paced
+    # steps instead, training could end before discovery saw the new host and its rank
+    # started (a loaded clean-clone run).
+    run = elastic(ALL_HOSTS[:2], env=hold(2))
     run.wait_for_progress(size=4, commits=2)
     run.set_hosts(ALL_HOSTS)
     code, output = run.finish()
@@ -71,7 +75,7 @@ def test_added_host_joins_at_the_next_commit_and_takes_its_share(elastic):
 
 
 def test_failures_beyond_the_reset_limit_end_the_job(elastic):
-    run = elastic(ALL_HOSTS, ("--min-np", "2", "--reset-limit", "1"))
+    run = elastic(ALL_HOSTS, ("--min-np", "2", "--reset-limit", "1"), env=hold(1, generations=2))
     run.wait_for_progress(size=5, commits=1)
     assert kill_ranks(run.cluster, 2) == 1
     run.wait_for_progress(size=4, commits=r"\d+")

@@ -9,7 +9,10 @@ with momentum SGD on a fixed dataset, each rank training on its shard x[rank::si
                                       the same training in one process with the ranks
                                       simulated; HISTORY is "size@commit,..."
 
-Rank 0 prints a line per step and, at the end, a JSON line with the weights.
+Rank 0 prints a line per step and, at the end, a JSON line with the weights. Steps
+take no extra time (LOCKSTEP_TEST_STEP_SECONDS paces them); a test that acts on the
+running job holds it until it has (elastic_hold.py: fit holds after a batch once the
+epoch, which counts its commits, reaches LOCKSTEP_TEST_HOLD_AT).
 """
 
 import json
@@ -24,9 +27,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from elastic_hold import hold  # noqa: E402
 
 SAMPLES, FEATURES, BATCH, EPOCHS = 60, 5, 4, 3  # 60 splits evenly over 2..5 ranks
-STEP_SECONDS = float(os.environ.get("LOCKSTEP_TEST_STEP_SECONDS", "0.3"))
+STEP_SECONDS = float(os.environ.get("LOCKSTEP_TEST_STEP_SECONDS", "0"))
 tf.config.threading.set_inter_op_parallelism_threads(1)
 tf.config.threading.set_intra_op_parallelism_threads(1)
 
@@ -64,7 +68,9 @@ def run_fit(hvd, x, y):
         def on_train_batch_end(self, batch, logs=None):
             if hvd.rank() == 0:
                 print(f"[train] size {hvd.size()} epoch {state.epoch} commits {state.epoch}", flush=True)
-            time.sleep(STEP_SECONDS)
+            if STEP_SECONDS:
+                time.sleep(STEP_SECONDS)
+            hold(state.epoch)
 
     callbacks = [
         hvd.elastic.UpdateEpochStateCallback(state),
@@ -110,12 +116,15 @@ def run_loop(hvd, x, y):
                 step(xs[begin : begin + BATCH], ys[begin : begin + BATCH])
                 if hvd.rank() == 0:
                     print(f"[train] size {hvd.size()} epoch {state.epoch} commits {state.commits}", flush=True)
-                time.sleep(STEP_SECONDS)
+                if STEP_SECONDS:
+                    time.sleep(STEP_SECONDS)
                 state.batch += 1
                 if state.batch % 2 == 0 and state.batch < steps:
+                    hold(state.commits)
                     state.commits += 1
                     state.commit()
             state.epoch, state.batch = state.epoch + 1, 0
+            hold(state.commits)
             state.commits += 1
             state.commit()
 

@@ -10,6 +10,9 @@ a fixed dataset, an ElasticSampler, and a commit every COMMIT_EVERY steps.
 The state carries `trained`, how often each sample was trained (the ranks' one-hot
 counts are summed each step), so a commit rolls it back with the model. Rank 0 prints
 one line per step and, at the end, a JSON line with the parameters and counts.
+
+Steps take no extra time (LOCKSTEP_TEST_STEP_SECONDS paces them, for a benchmark); a
+test that acts on the running job holds it at a commit until it has (elastic_hold.py).
 """
 
 import json
@@ -21,9 +24,10 @@ import time
 
 import numpy as np
 import torch
+from elastic_hold import hold
 
 SAMPLES, FEATURES, BATCH, EPOCHS, COMMIT_EVERY = 64, 5, 2, 2, 2
-STEP_SECONDS = float(os.environ.get("LOCKSTEP_TEST_STEP_SECONDS", "0.3"))
+STEP_SECONDS = float(os.environ.get("LOCKSTEP_TEST_STEP_SECONDS", "0"))
 torch.set_default_dtype(torch.float64)
 torch.set_num_threads(1)
 
@@ -105,9 +109,11 @@ def run_elastic():
                 print(f"[train] size {hvd.size()} epoch {state.epoch} commits {state.commits}", flush=True)
                 if os.environ.get("LOCKSTEP_TEST_STARTED_FILE"):
                     open(os.environ["LOCKSTEP_TEST_STARTED_FILE"], "a").close()
-            time.sleep(STEP_SECONDS)
+            if STEP_SECONDS:
+                time.sleep(STEP_SECONDS)
 
         def commit(self, state):
+            hold(state.commits)
             state.commits += 1
             state.commit()
             return False

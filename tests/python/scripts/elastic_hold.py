@@ -1,0 +1,41 @@
+"""Holding an elastic test job at a commit point until the test has acted on it.
+
+A test that kills a host, cuts its link or adds one while the job trains needs the
+job to still be training when it acts. Sleeps in every step only made that likely (a
+loaded machine once let training end before an added host's rank had started) and
+cost their time in every run. Instead, the ranks wait at a commit point:
+
+    LOCKSTEP_TEST_HOLD_AT=N            before each commit once N commits are made
+    LOCKSTEP_TEST_HOLD_GENERATIONS=G   in the run's first G jobs only (default 1)
+    LOCKSTEP_TEST_RELEASE_FILE=PATH    until PATH exists (the test has acted)
+
+or until this rank has seen the launcher announce a change of hosts (that commit then
+stops the job), at most HOLD_LIMIT_SECONDS: then training goes on, and the test fails
+on what it finds instead of hanging. Without LOCKSTEP_TEST_HOLD_AT, nothing waits.
+"""
+
+import os
+import sys
+import time
+
+HOLD_LIMIT_SECONDS = 120.0
+POLL_SECONDS = 0.02
+
+
+def hold(commits):
+    """Waits here if the test asked for it (see above); `commits`: the commits made."""
+    hold_at = os.environ.get("LOCKSTEP_TEST_HOLD_AT")
+    if hold_at is None or commits < int(hold_at):
+        return
+    generation = int(os.environ.get("LOCKSTEP_ELASTIC_GENERATION", "0"))
+    if generation >= int(os.environ.get("LOCKSTEP_TEST_HOLD_GENERATIONS", "1")):
+        return
+    from lockstep.common.elastic import notification
+
+    release = os.environ.get("LOCKSTEP_TEST_RELEASE_FILE")
+    deadline = time.monotonic() + HOLD_LIMIT_SECONDS
+    while not (release and os.path.exists(release)) and not notification.peek_pending():
+        if time.monotonic() >= deadline:
+            print(f"[hold] nothing released the hold within {HOLD_LIMIT_SECONDS:g} s", file=sys.stderr, flush=True)
+            return
+        time.sleep(POLL_SECONDS)
