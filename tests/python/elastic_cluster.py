@@ -68,6 +68,11 @@ class ElasticRun:
         found = self.job.wait_for(pattern, 1, timeout)
         assert found, f"no step with {size} ranks after {commits} commits\n{self.job.output()}"
 
+    def wait_until_held(self, ranks, timeout=60):
+        """Blocks until `ranks` ranks wait at the hold (none is then inside a collective)."""
+        found = self.job.wait_for(r"\[hold\] rank (?P<rank>\d+) waits", ranks, timeout)
+        assert len(found) >= ranks, f"{len(found)} of {ranks} ranks reached the hold\n{self.job.output()}"
+
     def release(self):
         """Lets held ranks go on (see hold())."""
         self.release_file.touch()

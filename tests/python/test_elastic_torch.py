@@ -48,6 +48,10 @@ def test_host_cut_off_resumes_on_the_others(elastic):
     run = elastic(ALL_HOSTS, env=hold(2))
     try:
         run.wait_for_progress(size=5, commits=2)
+        # Cut while every rank waits between collectives, as paced steps mostly did: a
+        # cut right after the progress line, amid the next step's collectives, once left
+        # the job running until finish() timed out.
+        run.wait_until_held(5)
         run.cluster.set_link(2, False)
         run.release()  # the others find node3 silent in their next collectives
         code, output = run.finish()

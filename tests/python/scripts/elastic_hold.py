@@ -22,8 +22,9 @@ HOLD_LIMIT_SECONDS = 120.0
 POLL_SECONDS = 0.02
 
 
-def hold(commits):
-    """Waits here if the test asked for it (see above); `commits`: the commits made."""
+def hold(commits, rank):
+    """Waits here if the test asked for it (see above); `commits`: the commits made.
+    A rank that waits says so first, for a test that must act while none computes."""
     hold_at = os.environ.get("LOCKSTEP_TEST_HOLD_AT")
     if hold_at is None or commits < int(hold_at):
         return
@@ -33,6 +34,9 @@ def hold(commits):
     from lockstep.common.elastic import notification
 
     release = os.environ.get("LOCKSTEP_TEST_RELEASE_FILE")
+    if (release and os.path.exists(release)) or notification.peek_pending():
+        return
+    print(f"[hold] rank {rank} waits at commit {commits}", flush=True)
     deadline = time.monotonic() + HOLD_LIMIT_SECONDS
     while not (release and os.path.exists(release)) and not notification.peek_pending():
         if time.monotonic() >= deadline:

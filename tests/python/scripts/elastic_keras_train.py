@@ -70,7 +70,7 @@ def run_fit(hvd, x, y):
                 print(f"[train] size {hvd.size()} epoch {state.epoch} commits {state.epoch}", flush=True)
             if STEP_SECONDS:
                 time.sleep(STEP_SECONDS)
-            hold(state.epoch)
+            hold(state.epoch, hvd.rank())
 
     callbacks = [
         hvd.elastic.UpdateEpochStateCallback(state),
@@ -120,11 +120,11 @@ def run_loop(hvd, x, y):
                     time.sleep(STEP_SECONDS)
                 state.batch += 1
                 if state.batch % 2 == 0 and state.batch < steps:
-                    hold(state.commits)
+                    hold(state.commits, hvd.rank())
                     state.commits += 1
                     state.commit()
             state.epoch, state.batch = state.epoch + 1, 0
-            hold(state.commits)
+            hold(state.commits, hvd.rank())
             state.commits += 1
             state.commit()
 

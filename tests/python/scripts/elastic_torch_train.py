@@ -113,7 +113,7 @@ def run_elastic():
                 time.sleep(STEP_SECONDS)
 
         def commit(self, state):
-            hold(state.commits)
+            hold(state.commits, rank)
             state.commits += 1
             state.commit()
             return False
