@@ -10,6 +10,9 @@ ASAN_DIR := build-asan
 TSAN_DIR := build-tsan
 FUZZ_DIR := build-fuzz
 FUZZ_SECONDS ?= 30
+# Its objects come from ccache as the other builds' do (the fuzzer is C++ only: no
+# CUDA launcher, which CMake would call an unused variable).
+FUZZ_CCACHE := $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 SANITIZER_CMAKE_ARGS := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCKSTEP_BUILD_TESTS=ON \
   -DLOCKSTEP_WITH_TENSORFLOW=OFF -DLOCKSTEP_WITH_JAX=OFF -DPython_EXECUTABLE=$(abspath $(PYTHON))
 # The multi-rank Python tests that run under ASan: a subset (numpy at 2 and 3 ranks,
@@ -82,7 +85,7 @@ fuzz:
 	  echo "SKIPPED fuzz: clang++ is not installed (make setup installs clang)"; exit 0; fi; \
 	mkdir -p $(FUZZ_DIR); \
 	if [ ! -f $(FUZZ_DIR)/CMakeCache.txt ] && ! cmake -S tests/fuzz -B $(FUZZ_DIR) \
-	    -DCMAKE_CXX_COMPILER=clang++ > $(FUZZ_DIR)/configure.log 2>&1; then \
+	    -DCMAKE_CXX_COMPILER=clang++ $(FUZZ_CCACHE) > $(FUZZ_DIR)/configure.log 2>&1; then \
 	  if grep -q 'cannot link -fsanitize=fuzzer' $(FUZZ_DIR)/configure.log; then \
 	    echo "SKIPPED fuzz: libFuzzer is missing (make setup installs libclang-rt-14-dev)"; \
 	    rm -rf $(FUZZ_DIR); exit 0; fi; \
