@@ -34,11 +34,15 @@ def hold(commits, rank):
     from lockstep.common.elastic import notification
 
     release = os.environ.get("LOCKSTEP_TEST_RELEASE_FILE")
-    if (release and os.path.exists(release)) or notification.peek_pending():
+
+    def released():
+        return bool(release and os.path.exists(release)) or notification.peek_pending()
+
+    if released():
         return
     print(f"[hold] rank {rank} waits at commit {commits}", flush=True)
     deadline = time.monotonic() + HOLD_LIMIT_SECONDS
-    while not (release and os.path.exists(release)) and not notification.peek_pending():
+    while not released():
         if time.monotonic() >= deadline:
             print(f"[hold] nothing released the hold within {HOLD_LIMIT_SECONDS:g} s", file=sys.stderr, flush=True)
             return
