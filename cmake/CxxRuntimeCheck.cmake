@@ -39,3 +39,16 @@ function(lockstep_check_cxx_runtime)
 endfunction()
 
 lockstep_check_cxx_runtime()
+
+# The same promise checked on what was built, whatever brought the runtime in: each of
+# lockstep's libraries that Python loads fails its build if it holds a copy of it.
+set(LOCKSTEP_CHECK_SHARED_RUNTIME_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/check_shared_runtime.cmake)
+function(lockstep_require_shared_cxx_runtime target)
+  if(LOCKSTEP_ALLOW_STATIC_LIBSTDCXX OR NOT CMAKE_NM)
+    return()
+  endif()
+  add_custom_command(TARGET ${target} POST_BUILD
+    COMMAND ${CMAKE_COMMAND} -DLIBRARY=$<TARGET_FILE:${target}> -DNM=${CMAKE_NM}
+            -P ${LOCKSTEP_CHECK_SHARED_RUNTIME_SCRIPT}
+    VERBATIM)
+endfunction()

@@ -47,6 +47,12 @@ endif()
 if(LOCKSTEP_HAVE_NCCL)
   set(CMAKE_CUDA_ARCHITECTURES ${LOCKSTEP_CUDA_ARCHITECTURES})
   enable_language(CUDA)
+  # CMake adds what nvcc's host compiler links implicitly to every CXX-linked target with
+  # CUDA sources. Where the `g++` on PATH links libstdc++ statically (the GPU machine's
+  # image), that list names libstdc++.a, and the core would carry a private copy of the
+  # C++ runtime beside the process's shared one: a number formatted into an error
+  # message then crashed (a null locale facet). The CXX linker adds the shared runtime.
+  list(FILTER CMAKE_CUDA_IMPLICIT_LINK_LIBRARIES EXCLUDE REGEX "libstdc\\+\\+[^/]*\\.a$")
   set(CMAKE_CUDA_STANDARD 17)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   message(STATUS "lockstep: building the GPU (NCCL) backend for sm_${LOCKSTEP_CUDA_ARCHITECTURES} "

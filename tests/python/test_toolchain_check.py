@@ -1,5 +1,7 @@
 """Configure refuses a compiler that links libstdc++ statically (issue 13), unless told
-to go ahead; the system compiler passes the check."""
+to go ahead; the system compiler passes the check. A static libstdc++ that arrives
+another way (nvcc's host compiler, issue 22) stays out of the core, and a library that
+still holds a copy of the runtime fails its build."""
 
 import os
 import shutil
@@ -14,7 +16,7 @@ SYSTEM_CXX = shutil.which("g++")
 pytestmark = pytest.mark.skipif(not shutil.which("cmake") or not SYSTEM_CXX, reason="needs cmake and g++")
 
 
-def configure(tmp_path, cxx, *options):
+def configure(tmp_path, cxx, *options, path=None):
     # Only the core: the check runs before any target, and Python/GTest would slow this.
     command = [
         "cmake",
@@ -27,7 +29,9 @@ def configure(tmp_path, cxx, *options):
         "-DLOCKSTEP_BUILD_PYTHON=OFF",
         *options,
     ]
-    env = {k: v for k, v in os.environ.items() if k not in ("CXX", "CXXFLAGS", "LDFLAGS")}
+    env = {k: v for k, v in os.environ.items() if k not in ("CXX", "CXXFLAGS", "LDFLAGS", "CUDAHOSTCXX")}
+    if path:
+        env["PATH"] = path
     return subprocess.run(command, capture_output=True, text=True, timeout=240, env=env)
 
 
@@ -62,3 +66,68 @@ def test_system_compiler_passes(tmp_path):
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert "statically" not in output, output
+
+
+CHECK_SCRIPT = REPO_ROOT / "cmake" / "check_shared_runtime.cmake"
+NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+
+
+def small_library(tmp_path, name, *flags):
+    source = tmp_path / "formats.cc"
+    source.write_text(
+        "#include <sstream>\n#include <string>\n"
+        "std::string Format(int x) { std::ostringstream out; out << x; return out.str(); }\n"
+    )
+    library = tmp_path / name
+    subprocess.run([SYSTEM_CXX, "-shared", "-fPIC", *flags, "-o", str(library), str(source)], check=True)
+    return library
+
+
+def run_check(library):
+    command = ["cmake", f"-DLIBRARY={library}", f"-DNM={shutil.which('nm')}", "-P", str(CHECK_SCRIPT)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.skipif(not shutil.which("nm"), reason="needs nm (binutils)")
+def test_a_library_holding_its_own_cxx_runtime_fails_its_build(tmp_path):
+    shared = small_library(tmp_path, "shared.so")
+    result = run_check(shared)
+    assert result.returncode == 0, result.stderr
+    assert shared.exists()
+
+    private = small_library(tmp_path, "private.so", "-static-libstdc++")
+    result = run_check(private)
+    output = " ".join(result.stderr.split())
+    assert result.returncode != 0, output
+    assert "carries its own copy of the C++ runtime" in output and str(private) in output, output
+    assert "CMAKE_CUDA_IMPLICIT_LINK_LIBRARIES" in output, output  # says where to look
+    assert not private.exists()  # a failed check leaves no library behind to load
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit)")
+def test_a_static_runtime_from_nvccs_host_compiler_stays_out_of_the_core(tmp_path):
+    """The GPU machine's image: CXX is the system g++, but the `g++` first on PATH (which
+    nvcc runs) links libstdc++ statically. CMake then lists libstdc++.a among CUDA's
+    implicit link libraries, which used to reach the core's link line."""
+    wrapper_dir = tmp_path / "wrapper-bin"
+    wrapper_dir.mkdir()
+    for name in ("g++", "c++"):
+        wrapper = wrapper_dir / name
+        wrapper.write_text(
+            "#!/bin/sh\n"
+            f'for a in "$@"; do case "$a" in -c|-E) exec {SYSTEM_CXX} "$@";; esac; done\n'
+            f'exec {SYSTEM_CXX} "$@" -static-libstdc++ -Wl,-Bsymbolic\n'
+        )
+        wrapper.chmod(0o755)
+    path = f"{wrapper_dir}:{os.path.dirname(NVCC)}:{os.environ['PATH']}"
+    result = configure(
+        tmp_path, SYSTEM_CXX, f"-DCMAKE_CUDA_HOST_COMPILER={SYSTEM_CXX}", "-DLOCKSTEP_WITH_NCCL=ON", path=path
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    build = tmp_path / "build"
+    detected = next(build.glob("CMakeFiles/*/CMakeCUDACompiler.cmake")).read_text()
+    assert "libstdc++.a" in detected, "the trap was not reproduced: CMake found no static libstdc++"
+    link_line = (build / "CMakeFiles" / "lockstep_core.dir" / "link.txt").read_text()
+    assert "libstdc++.a" not in link_line, link_line
+    assert "libcudart_static.a" in link_line or "cudart_static" in link_line, link_line  # CUDA's own libraries stay
