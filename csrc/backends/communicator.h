@@ -25,6 +25,20 @@ struct HostBackendOptions {
   bool hierarchical = false;
 };
 
+// Who is still there, asked from a thread of its own while a blocking collective hangs
+// and cannot say which rank it waits for (the collective watchdog's last look before it
+// ends the job).
+class SilenceFinder {
+ public:
+  virtual ~SilenceFinder() = default;
+  // Every rank calls this once, at about the same time. Rank 0 asks every rank and
+  // returns those that stayed silent within `wait_seconds`. The others answer and
+  // return rank 0's verdict (empty: all answered); when none comes in time, {0}.
+  virtual std::vector<int> FindSilentRanks(double wait_seconds) = 0;
+  // Rank 0, after FindSilentRanks: tells the ranks that answered. Does not wait.
+  virtual void ShareVerdict(const std::vector<int>& silent) = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -42,6 +56,9 @@ class Communicator {
   // calls are marked on `clock`.
   virtual std::unique_ptr<Backend> NewHostBackend(const HostBackendOptions& options,
                                                   CallClock& clock) = 0;
+  // Collective: a SilenceFinder of its own over these ranks; null where the transport
+  // cannot be called from a second thread while the first is inside a collective.
+  virtual std::unique_ptr<SilenceFinder> NewSilenceFinder() = 0;
   // Ends every process of the job at once (a collective that can never return).
   [[noreturn]] virtual void Abort() = 0;
 };

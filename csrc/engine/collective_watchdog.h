@@ -2,14 +2,18 @@
 // bounded and names unresponsive ranks itself (backends/mpi/mpi_exchange); but a rank
 // that freezes or is cut off in the middle of a data collective leaves its peers
 // inside a blocking MPI call that never returns and cannot be interrupted. This
-// thread notices, says so on this rank, and calls MPI_Abort, which ends every rank
-// the launcher can reach, instead of leaving the job hanging.
+// thread notices, asks which ranks are silent (rank 0 pings them all, on a
+// communicator of its own), says so, and calls MPI_Abort, which ends every rank the
+// launcher can reach, instead of leaving the job hanging. The names let an elastic
+// launcher leave the lost host out of the next job.
 #pragma once
 
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "backends/call_clock.h"
 #include "backends/communicator.h"
@@ -19,18 +23,25 @@ namespace lockstep {
 
 class CollectiveWatchdog {
  public:
-  // limit_seconds 0: never. `job`: all ranks, aborted when the limit passes.
-  CollectiveWatchdog(const CallClock& clock, Communicator& job, double limit_seconds,
-                     double peer_timeout_seconds, const Logger& logger);
+  // limit_seconds 0: never. `job`: all ranks, aborted when the limit passes; `finder`
+  // (may be null: then no names) over the same ranks; `hostnames[r]`: rank r's host.
+  CollectiveWatchdog(const CallClock& clock, Communicator& job,
+                     std::unique_ptr<SilenceFinder> finder, std::vector<std::string> hostnames,
+                     double limit_seconds, double peer_timeout_seconds, const Logger& logger);
   ~CollectiveWatchdog();
   CollectiveWatchdog(const CollectiveWatchdog&) = delete;
   CollectiveWatchdog& operator=(const CollectiveWatchdog&) = delete;
 
  private:
   void Watch();
+  // Who the hanging collective waits for, as a clause of the message.
+  std::string SilentRanks();
 
   const CallClock& clock_;
   Communicator& job_;
+  std::unique_ptr<SilenceFinder> finder_;
+  std::vector<std::string> hostnames_;
+  std::vector<int> silent_ranks_;  // what SilentRanks found
   double limit_seconds_;
   double peer_timeout_seconds_;
   const Logger& logger_;

@@ -43,7 +43,7 @@ Engine::Engine(World world, const Config& config, HandleTable& handles, OpNamer&
                                    logger_, timeline_, IdleWait(), world_.hostnames, call_clock_);
   // A second past negotiation's own verdict, which names the ranks, comes first.
   watchdog_ = std::make_unique<CollectiveWatchdog>(
-      call_clock_, *world_.communicator,
+      call_clock_, *world_.communicator, world_.communicator->NewSilenceFinder(), world_.hostnames,
       config_.peer_timeout_seconds > 0 ? LongestPeerWaitSeconds(config_.peer_timeout_seconds) + 1
                                        : 0,
       config_.peer_timeout_seconds, logger_);

@@ -42,11 +42,16 @@ else:  # run.py loaded as a file: take the modules beside it
     run_discovery = _load("run_discovery")
 
 POLL_SECONDS = 1.0
-# After the first rank reports that it leaves, mpirun gets this long to end the job
-# by itself; a host that is cut off can keep it waiting for good.
+# After the first rank reports that it leaves (or its collective watchdog ends the job),
+# mpirun gets this long to end the job by itself; a host that is cut off can keep it
+# waiting for good.
 END_GRACE_SECONDS = 10.0
 
 _KILLED = re.compile(r"on node (\S+) exited on signal")
+# The collective watchdog's last words (csrc/engine/collective_watchdog.cc): a rank was
+# lost inside a data collective, and the survivors call MPI_Abort. mpirun may then wait
+# for good on a host it cannot reach, and no rank reports its exit.
+_WATCHDOG = re.compile(r"\[lockstep rank (\d+)\] error: a collective has waited .*Ending the job with MPI_Abort")
 _BLAMED = re.compile(r"ranks? [\d, ]+ on ([^\s;]+)")
 
 
@@ -94,6 +99,9 @@ class JobWatcher:
             if killed:
                 self.outcome.peer_lost = True
                 self.outcome.blamed.add(killed.group(1))
+            watchdog = _WATCHDOG.search(line)
+            if watchdog:
+                self._note_watchdog(line, int(watchdog.group(1)))
             # mpirun forwards each rank's output in pieces, so two ranks' reports can
             # share a line ("... ready rank 0[lockstep-elastic] ready rank 1"): each
             # one counts. A rank missed here would keep the job from ever growing.
@@ -117,6 +125,17 @@ class JobWatcher:
             hosts = set(_BLAMED.findall(report.split("peer lost:", 1)[-1]))
             (self.verdicts if from_rank_0 else self.guesses).update(hosts)
         if "exits (" in report and self.first_exit_report is None:
+            self.first_exit_report = time.monotonic()
+
+    def _note_watchdog(self, line, rank):
+        """A rank's collective watchdog ends the job; the lock is held."""
+        self.outcome.peer_lost = True
+        named = line.split("s): ", 1)[-1]
+        if " did not respond" in named:
+            hosts = set(_BLAMED.findall(named.split(" did not respond", 1)[0]))
+            from_rank_0 = rank == 0 or "as rank 0 found" in named
+            (self.verdicts if from_rank_0 else self.guesses).update(hosts)
+        if self.first_exit_report is None:
             self.first_exit_report = time.monotonic()
 
     def signal(self, signum):

@@ -119,6 +119,7 @@ class InProcessCommunicator : public Communicator {
   std::unique_ptr<Backend> NewHostBackend(const HostBackendOptions&, CallClock&) override {
     return std::make_unique<InProcessBackend>(hub_, rank_);
   }
+  std::unique_ptr<SilenceFinder> NewSilenceFinder() override { return nullptr; }
   [[noreturn]] void Abort() override { throw std::logic_error("in-process job aborted"); }
 
  private:

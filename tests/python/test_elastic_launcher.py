@@ -146,6 +146,31 @@ def test_job_output_names_the_lost_hosts():
     assert watcher.ready == {0}
 
 
+def test_a_watchdog_abort_names_the_lost_hosts_and_starts_the_end_grace():
+    """Survivors of a rank lost inside a data collective end the job with MPI_Abort
+    and report no exit; mpirun may then wait for good on a host it cannot reach."""
+    from lockstep import run_elastic
+
+    prefix = "error: a collective has waited 7 s for other ranks (LOCKSTEP_PEER_TIMEOUT_SECONDS is 4 s): "
+    lines = [
+        f"[lockstep rank 4] {prefix}rank 0 on node1 did not respond (rank 0 coordinates): frozen, ... Ending the "
+        "job with MPI_Abort.",
+        f"[lockstep rank 0] {prefix}rank 4 on node3 did not respond: frozen, ... Ending the job with MPI_Abort.",
+        f"[lockstep rank 1] {prefix}rank 4 on node3 did not respond, as rank 0 found: frozen, ... Ending the job "
+        "with MPI_Abort.",
+    ]
+    script = "; ".join(f"echo '{line}' >&2" for line in lines)
+    watcher = run_elastic.JobWatcher(["sh", "-c", script + "; exit 1"], None)
+    outcome = watcher.finish()
+    assert outcome.peer_lost and outcome.blamed == {"node3"}  # rank 0's verdict, not rank 4's guess
+    assert watcher.first_exit_report is not None
+
+    unnamed = f"[lockstep rank 2] {prefix}every rank answered rank 0, so some rank is stuck inside it. Ending the job "
+    watcher = run_elastic.JobWatcher(["sh", "-c", f"echo '{unnamed}with MPI_Abort.'; exit 1"], None)
+    outcome = watcher.finish()
+    assert outcome.peer_lost and outcome.blamed == set() and watcher.first_exit_report is not None
+
+
 def test_reports_of_two_ranks_on_one_line_both_count():
     """mpirun forwards output in pieces: a rank's report can land mid-line after
     another's (seen in a clean-clone CI run, where the job then never grew)."""

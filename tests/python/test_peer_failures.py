@@ -159,12 +159,48 @@ def test_rank_frozen_inside_data_collectives_ends_the_job(cluster, tmp_path):
         cluster.kill_processes()
     output = job.output()
     assert job.process.returncode != 0, output
-    assert (
-        "a collective has waited" in output
-        and "Ending the job with MPI_Abort" in output
-        or "rank 2 on node2 did not respond within 4 s" in output
-    ), output
+    assert_watchdog_or_negotiation_named(output, "rank 2 on node2")
     assert ended_after <= LIMIT + 10, f"the job ended {ended_after:.1f} s after the freeze\n{output}"
+
+
+def assert_watchdog_or_negotiation_named(output, who):
+    """Inside a data collective, rank 0's watchdog names the silent ranks before its
+    MPI_Abort; if the fault came while the ranks negotiated, negotiation names them."""
+    watchdog = [line for line in output.splitlines() if "a collective has waited" in line]
+    if watchdog:
+        from_rank_0 = [line for line in watchdog if "[lockstep rank 0]" in line]
+        assert from_rank_0 and f"{who} did not respond" in from_rank_0[0], output
+        assert "Ending the job with MPI_Abort" in from_rank_0[0], output
+    else:
+        assert f"{who} did not respond within 4 s" in output, output
+
+
+def test_link_cut_inside_data_collectives_is_named(cluster, tmp_path):
+    # Cut while every rank runs 4 MiB allreduces. mpirun cannot end node3's rank while
+    # the link is down, so the link comes back once rank 0 has named it (an elastic
+    # launcher stops mpirun itself: test_elastic_torch).
+    job, go_file, _pids = start_job(cluster, tmp_path, "large")
+    try:
+        go_file.touch()
+        time.sleep(1.5)
+        cluster.set_link(2, False)
+        cut_at = time.monotonic()
+        named = job.wait_for(
+            r"rank (?P<rank>0)(?:\] error: a collective has waited|: aborted after)",
+            1,
+            timeout=LIMIT + 20,
+        )
+        named_after = time.monotonic() - cut_at
+        cluster.set_link(2, True)
+        job.process.wait(timeout=60)
+    finally:
+        cluster.set_link(2, True)
+        job.stop()
+        cluster.kill_processes()
+    output = job.output()
+    assert named, output
+    assert_watchdog_or_negotiation_named(output, "rank 4 on node3")
+    assert named_after <= LIMIT + 10, f"named {named_after:.1f} s after the cut\n{output}"
 
 
 def test_killed_rank_ends_the_job(cluster):

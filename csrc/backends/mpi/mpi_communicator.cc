@@ -4,6 +4,7 @@
 
 #include "backends/mpi/mpi_exchange.h"
 #include "backends/mpi/mpi_ops.h"
+#include "backends/mpi/mpi_silence_finder.h"
 
 namespace lockstep {
 
@@ -52,6 +53,12 @@ std::unique_ptr<Backend> MpiCommunicator::NewHostBackend(const HostBackendOption
                                                          CallClock& clock) {
   return std::make_unique<MpiBackend>(comm_, *types_, options.shm_bytes, options.shm_min_ranks,
                                       options.hierarchical, clock);
+}
+
+std::unique_ptr<SilenceFinder> MpiCommunicator::NewSilenceFinder() {
+  // Collective, so every rank takes the same branch: threads_supported is the job's.
+  if (!context_ || !context_->threads_supported()) return nullptr;
+  return std::make_unique<MpiSilenceFinder>(comm_);
 }
 
 void MpiCommunicator::Abort() {

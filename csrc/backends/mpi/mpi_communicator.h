@@ -33,6 +33,7 @@ class MpiCommunicator : public Communicator {
   std::unique_ptr<Exchange> NewExchange(ExchangeOptions options) override;
   std::unique_ptr<Backend> NewHostBackend(const HostBackendOptions& options,
                                           CallClock& clock) override;
+  std::unique_ptr<SilenceFinder> NewSilenceFinder() override;
   [[noreturn]] void Abort() override;
 
  private:

@@ -1,7 +1,7 @@
 // The GPU path's decisions across ranks (backends/gpu_agreement) under real mpirun, on
 // CPU: every rank reaches the same outcome, a rank that fails fails them all, and a
 // rank that never arrives makes the others give up at the deadline instead of hanging.
-// Run with 3 ranks (ctest does: GpuAgreementMpi).
+// Run with 3 ranks (ctest does: MpiUnitTests).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -90,19 +90,3 @@ TEST(GpuAgreementMpiTest, ABroadcastWhoseRootNeverSendsTimesOut) {
 
 }  // namespace
 }  // namespace lockstep
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  // Only rank 0 prints gtest's report; every rank's failures still fail the run.
-  if (lockstep::Rank() != 0) {
-    delete ::testing::UnitTest::GetInstance()->listeners().Release(
-        ::testing::UnitTest::GetInstance()->listeners().default_result_printer());
-  }
-  const int failed = RUN_ALL_TESTS();
-  int any_failed = 0;
-  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return any_failed;
-}

@@ -12,6 +12,8 @@ cost their time in every run. Instead, the ranks wait at a commit point:
 or until this rank has seen the launcher announce a change of hosts (that commit then
 stops the job), at most HOLD_LIMIT_SECONDS: then training goes on, and the test fails
 on what it finds instead of hanging. Without LOCKSTEP_TEST_HOLD_AT, nothing waits.
+hold() says whether it held, for a script that then does what the test needs in the
+middle of a collective (LOCKSTEP_TEST_LARGE_AFTER_HOLD in elastic_torch_train.py).
 """
 
 import os
@@ -24,13 +26,14 @@ POLL_SECONDS = 0.02
 
 def hold(commits, rank):
     """Waits here if the test asked for it (see above); `commits`: the commits made.
-    A rank that waits says so first, for a test that must act while none computes."""
+    A rank that waits says so first, for a test that must act while none computes.
+    True if this commit was one to hold at."""
     hold_at = os.environ.get("LOCKSTEP_TEST_HOLD_AT")
     if hold_at is None or commits < int(hold_at):
-        return
+        return False
     generation = int(os.environ.get("LOCKSTEP_ELASTIC_GENERATION", "0"))
     if generation >= int(os.environ.get("LOCKSTEP_TEST_HOLD_GENERATIONS", "1")):
-        return
+        return False
     from lockstep.common.elastic import notification
 
     release = os.environ.get("LOCKSTEP_TEST_RELEASE_FILE")
@@ -39,11 +42,12 @@ def hold(commits, rank):
         return bool(release and os.path.exists(release)) or notification.peek_pending()
 
     if released():
-        return
+        return True
     print(f"[hold] rank {rank} waits at commit {commits}", flush=True)
     deadline = time.monotonic() + HOLD_LIMIT_SECONDS
     while not released():
         if time.monotonic() >= deadline:
             print(f"[hold] nothing released the hold within {HOLD_LIMIT_SECONDS:g} s", file=sys.stderr, flush=True)
-            return
+            return True
         time.sleep(POLL_SECONDS)
+    return True

@@ -13,6 +13,9 @@ one line per step and, at the end, a JSON line with the parameters and counts.
 
 Steps take no extra time (LOCKSTEP_TEST_STEP_SECONDS paces them, for a benchmark); a
 test that acts on the running job holds it at a commit until it has (elastic_hold.py).
+With LOCKSTEP_TEST_LARGE_AFTER_HOLD set, the ranks run large allreduces once released
+(before that commit, which they leave out of the model), for a test that cuts a host
+off in the middle of a data collective.
 """
 
 import json
@@ -113,7 +116,8 @@ def run_elastic():
                 time.sleep(STEP_SECONDS)
 
         def commit(self, state):
-            hold(state.commits, rank)
+            if hold(state.commits, rank) and os.environ.get("LOCKSTEP_TEST_LARGE_AFTER_HOLD"):
+                large_allreduces(hvd, rank)
             state.commits += 1
             state.commit()
             return False
@@ -134,6 +138,14 @@ def run_elastic():
             ),
             flush=True,
         )
+
+
+def large_allreduces(hvd, rank, count=40):
+    data = torch.ones(1 << 20)  # 8 MiB of float64: most of the time goes to moving it
+    if rank == 0:
+        print(f"[hold] rank {rank} starts large allreduces", flush=True)
+    for i in range(count):
+        hvd.allreduce(data, name=f"large.{i}")
 
 
 def run_reference(history):
