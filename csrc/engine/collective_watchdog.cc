@@ -44,34 +44,36 @@ void CollectiveWatchdog::Watch() {
   while (!wake_.wait_for(lock, period, [this] { return stopping_; })) {
     const double busy = clock_.BusySeconds();
     if (busy < limit_seconds_) continue;
-    const std::string silent = SilentRanks();
+    const int rank = job_.rank();
+    std::vector<int> silent;
+    if (finder_) {
+      // Every rank's watchdog fires within about a second of the others' (they entered
+      // the collective together): the others listen for longer than rank 0 asks, so
+      // that rank 0's verdict reaches them.
+      const double ask = PeerGraceSeconds(peer_timeout_seconds_) / 2;
+      silent = finder_->FindSilentRanks(rank == 0 ? ask : 3 * ask + 2);
+    }
     std::ostringstream message;
     message << "a collective has waited " << static_cast<int>(busy)
             << " s for other ranks (LOCKSTEP_PEER_TIMEOUT_SECONDS is " << peer_timeout_seconds_
-            << " s): " << silent << ". Ending the job with MPI_Abort.";
+            << " s): " << WhoIsSilent(silent, rank) << ". Ending the job with MPI_Abort.";
     logger_.Log(LogLevel::kError, message.str());
     std::fflush(stderr);
     // Only now: a rank that hears the verdict aborts at once, which may end this
     // process before it could say whom it found.
-    if (finder_ && job_.rank() == 0) finder_->ShareVerdict(silent_ranks_);
+    if (finder_ && rank == 0) finder_->ShareVerdict(silent);
     job_.Abort();
   }
 }
 
-std::string CollectiveWatchdog::SilentRanks() {
+std::string CollectiveWatchdog::WhoIsSilent(const std::vector<int>& silent, int rank) const {
   const std::string lost = "frozen, overloaded or cut off from the network in the middle of it";
   if (!finder_) return "some rank is " + lost;
-  // Every rank's watchdog fires within about a second of the others' (they entered the
-  // collective together): the others listen for longer than rank 0 asks, so that rank
-  // 0's verdict reaches them.
-  const double ask = PeerGraceSeconds(peer_timeout_seconds_) / 2;
-  const int rank = job_.rank();
-  silent_ranks_ = finder_->FindSilentRanks(rank == 0 ? ask : 3 * ask + 2);
-  const std::vector<int>& silent = silent_ranks_;
   if (silent.empty()) return "every rank answered rank 0, so some rank is stuck inside it";
   std::string who = DescribeRanksOnHosts(silent, hostnames_) + " did not respond";
-  if (rank != 0)
+  if (rank != 0) {
     who += silent == std::vector<int>{0} ? " (rank 0 coordinates)" : ", as rank 0 found";
+  }
   return who + ": " + lost;
 }
 

@@ -34,14 +34,14 @@ class CollectiveWatchdog {
 
  private:
   void Watch();
-  // Who the hanging collective waits for, as a clause of the message.
-  std::string SilentRanks();
+  // Who the hanging collective waits for, as a clause of the message; `silent` as the
+  // finder reported it on `rank`.
+  std::string WhoIsSilent(const std::vector<int>& silent, int rank) const;
 
   const CallClock& clock_;
   Communicator& job_;
   std::unique_ptr<SilenceFinder> finder_;
   std::vector<std::string> hostnames_;
-  std::vector<int> silent_ranks_;  // what SilentRanks found
   double limit_seconds_;
   double peer_timeout_seconds_;
   const Logger& logger_;
