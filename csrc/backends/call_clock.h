@@ -13,10 +13,12 @@ class CallClock {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // Marks one blocking call, from construction to destruction.
+  // Marks one blocking call, from construction to destruction. `every_rank`: the call
+  // is on a communicator of all the job's ranks, so every rank is inside it too.
   class Scope {
    public:
-    explicit Scope(CallClock& clock) : clock_(clock) {
+    Scope(CallClock& clock, bool every_rank) : clock_(clock) {
+      clock_.every_rank_.store(every_rank, std::memory_order_relaxed);
       clock_.since_ns_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     }
     ~Scope() { clock_.since_ns_.store(0, std::memory_order_relaxed); }
@@ -26,6 +28,10 @@ class CallClock {
    private:
     CallClock& clock_;
   };
+
+  // Whether the current (or last) call involves every rank of the job: only then do
+  // all ranks' watchdogs fire together and can ask each other who is silent.
+  bool CallInvolvesEveryRank() const { return every_rank_.load(std::memory_order_relaxed); }
 
   // Seconds the current call has lasted; 0 when none is running.
   double BusySeconds() const {
@@ -37,6 +43,7 @@ class CallClock {
 
  private:
   std::atomic<int64_t> since_ns_{0};
+  std::atomic<bool> every_rank_{true};
 };
 
 }  // namespace lockstep

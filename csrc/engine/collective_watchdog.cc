@@ -46,7 +46,10 @@ void CollectiveWatchdog::Watch() {
     if (busy < limit_seconds_) continue;
     const int rank = job_.rank();
     std::vector<int> silent;
-    if (finder_) {
+    // A process set's collective leaves the ranks outside the set idle: they would not
+    // answer, and rank 0 may not even be waiting. Only a job-wide call is asked about.
+    const bool ask_who = finder_ && clock_.CallInvolvesEveryRank();
+    if (ask_who) {
       // Every rank's watchdog fires within about a second of the others' (they entered
       // the collective together): the others listen for longer than rank 0 asks, so
       // that rank 0's verdict reaches them.
@@ -56,19 +59,20 @@ void CollectiveWatchdog::Watch() {
     std::ostringstream message;
     message << "a collective has waited " << static_cast<int>(busy)
             << " s for other ranks (LOCKSTEP_PEER_TIMEOUT_SECONDS is " << peer_timeout_seconds_
-            << " s): " << WhoIsSilent(silent, rank) << ". Ending the job with MPI_Abort.";
+            << " s): " << WhoIsSilent(ask_who, silent, rank) << ". Ending the job with MPI_Abort.";
     logger_.Log(LogLevel::kError, message.str());
     std::fflush(stderr);
     // Only now: a rank that hears the verdict aborts at once, which may end this
     // process before it could say whom it found.
-    if (finder_ && rank == 0) finder_->ShareVerdict(silent);
+    if (ask_who && rank == 0) finder_->ShareVerdict(silent);
     job_.Abort();
   }
 }
 
-std::string CollectiveWatchdog::WhoIsSilent(const std::vector<int>& silent, int rank) const {
+std::string CollectiveWatchdog::WhoIsSilent(bool asked, const std::vector<int>& silent,
+                                            int rank) const {
   const std::string lost = "frozen, overloaded or cut off from the network in the middle of it";
-  if (!finder_) return "some rank is " + lost;
+  if (!asked) return "some rank is " + lost;
   if (silent.empty()) return "every rank answered rank 0, so some rank is stuck inside it";
   std::string who = DescribeRanksOnHosts(silent, hostnames_) + " did not respond";
   if (rank != 0) {

@@ -35,8 +35,8 @@ class CollectiveWatchdog {
  private:
   void Watch();
   // Who the hanging collective waits for, as a clause of the message; `silent` as the
-  // finder reported it on `rank`.
-  std::string WhoIsSilent(const std::vector<int>& silent, int rank) const;
+  // finder reported it on `rank`, if it was `asked`.
+  std::string WhoIsSilent(bool asked, const std::vector<int>& silent, int rank) const;
 
   const CallClock& clock_;
   Communicator& job_;

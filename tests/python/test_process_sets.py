@@ -1,6 +1,8 @@
 """Process sets under mpirun at 3 and 4 ranks (the disjoint even/odd sets need 4 to
 both have two members; at 3 the odd set is a single rank)."""
 
+import time
+
 import pytest
 from mpi_harness import run_ranks
 
@@ -52,3 +54,20 @@ def test_tensors_named_like_control_messages_are_ordinary_tensors(built_extensio
     `__lockstep_join__` or `__lockstep_process_set_change__.0` run as any other, also
     while a join or a change is in flight."""
     run_ranks("control_names.py", 2, timeout=120).assert_all_ranks_passed(2)
+
+
+def test_a_rank_frozen_inside_a_sets_collective_ends_the_job_naming_nobody_wrongly():
+    """Rank 2 is outside the set and idle: the watchdog must not blame it (nor rank 0's
+    absent verdict); it ends the job saying some rank is stuck. If the freeze came while
+    the set negotiated, negotiation names rank 1."""
+    started = time.monotonic()
+    run = run_ranks("set_collective_freeze.py", 3, timeout=90, env={"LOCKSTEP_PEER_TIMEOUT_SECONDS": "4"})
+    took = time.monotonic() - started
+    output = run.stdout + run.stderr
+    assert not run.timed_out and run.returncode != 0, run.describe()
+    watchdog = [line for line in output.splitlines() if "a collective has waited" in line]
+    if watchdog:
+        assert all("some rank is frozen" in line and "did not respond" not in line for line in watchdog), output
+    else:
+        assert "rank 1 on" in output and "did not respond within 4 s" in output, output
+    assert took < 60, f"the job ended after {took:.0f} s\n{output}"

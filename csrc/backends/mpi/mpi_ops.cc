@@ -80,6 +80,9 @@ MpiBackend::MpiBackend(MPI_Comm comm, const MpiTypes& types, int64_t shm_bytes, 
                        bool hierarchical, CallClock& clock)
     : comm_(comm), types_(types), call_clock_(clock), adasum_(comm) {
   MPI_Comm_size(comm_, &size_);
+  int world_size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  every_rank_ = size_ == world_size;
   if (shm_min_ranks > 0 && size_ >= shm_min_ranks && shm_bytes >= kShmMinBytes) {
     auto shm = std::make_unique<ShmAllreduce>(comm_, std::min(shm_bytes, kShmMaxBytes));
     if (shm->Usable()) shm_ = std::move(shm);
@@ -93,7 +96,7 @@ MpiBackend::MpiBackend(MPI_Comm comm, const MpiTypes& types, int64_t shm_bytes, 
 
 void MpiBackend::Allreduce(const void* input, void* output, int64_t count, DataType dtype,
                            ReduceOp op) {
-  CallClock::Scope timed(call_clock_);
+  CallClock::Scope timed(call_clock_, every_rank_);
   auto in = static_cast<const char*>(input);
   auto out = static_cast<char*>(output);
   const int64_t element = DataTypeSize(dtype);
@@ -118,7 +121,7 @@ void MpiBackend::Allreduce(const void* input, void* output, int64_t count, DataT
 
 void MpiBackend::Allgatherv(const void* input, void* output,
                             const std::vector<int64_t>& bytes_per_rank) {
-  CallClock::Scope timed(call_clock_);
+  CallClock::Scope timed(call_clock_, every_rank_);
   int64_t unit = CommonUnit(bytes_per_rank, {});
   UnitType type(unit);
   ByteLayout layout = MakeLayout(bytes_per_rank, unit, type.get());
@@ -130,7 +133,7 @@ void MpiBackend::Allgatherv(const void* input, void* output,
 }
 
 void MpiBackend::Broadcast(void* buffer, int64_t bytes, int root_rank) {
-  CallClock::Scope timed(call_clock_);
+  CallClock::Scope timed(call_clock_, every_rank_);
   auto data = static_cast<char*>(buffer);
   for (int64_t done = 0; done < bytes;) {
     int64_t piece = std::min(bytes - done, kMaxCount);
@@ -141,7 +144,7 @@ void MpiBackend::Broadcast(void* buffer, int64_t bytes, int root_rank) {
 
 void MpiBackend::Alltoallv(const void* input, const std::vector<int64_t>& send_bytes, void* output,
                            const std::vector<int64_t>& recv_bytes) {
-  CallClock::Scope timed(call_clock_);
+  CallClock::Scope timed(call_clock_, every_rank_);
   int64_t unit = CommonUnit(send_bytes, recv_bytes);
   UnitType type(unit);
   ByteLayout send = MakeLayout(send_bytes, unit, type.get());
@@ -153,7 +156,7 @@ void MpiBackend::Alltoallv(const void* input, const std::vector<int64_t>& send_b
 
 void MpiBackend::ReduceScatter(const void* input, void* output, const std::vector<int64_t>& counts,
                                DataType dtype, ReduceOp op) {
-  CallClock::Scope timed(call_clock_);
+  CallClock::Scope timed(call_clock_, every_rank_);
   std::vector<int> int_counts;
   int64_t total = 0;
   for (int64_t c : counts) {
@@ -167,12 +170,12 @@ void MpiBackend::ReduceScatter(const void* input, void* output, const std::vecto
 }
 
 void MpiBackend::Barrier() {
-  CallClock::Scope timed(call_clock_);
+  CallClock::Scope timed(call_clock_, every_rank_);
   Check(MPI_Barrier(comm_), "MPI_Barrier");
 }
 
 void MpiBackend::Adasum(void* buffer, const std::vector<int64_t>& counts, DataType dtype) {
-  CallClock::Scope timed(call_clock_);
+  CallClock::Scope timed(call_clock_, every_rank_);
   adasum_.Allreduce(buffer, counts, dtype);
 }
 

@@ -52,6 +52,7 @@ class MpiBackend : public Backend {
   const MpiTypes& types_;
   CallClock& call_clock_;
   int size_ = 1;
+  bool every_rank_ = true;             // this set has all the job's ranks (see CallClock)
   std::unique_ptr<ShmAllreduce> shm_;  // null unless usable
   bool shm_enabled_ = true;
   std::unique_ptr<HierarchicalAllreduce> hierarchical_;  // null unless asked for and usable
