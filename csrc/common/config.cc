@@ -81,8 +81,7 @@ bool ReadBool(const Setting& setting) {
 
 int ReadShmMode(const Setting& setting) {
   std::string text = ToLower(setting.value);
-  if (text == "auto") return 3;
-  if (text == "1" || text == "true" || text == "yes" || text == "on") return 2;
+  if (text == "auto" || text == "1" || text == "true" || text == "yes" || text == "on") return 2;
   if (text == "0" || text == "false" || text == "no" || text == "off") return 0;
   Reject(setting, "auto, or a boolean (1/0, true/false, yes/no, on/off)");
 }

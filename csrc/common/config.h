@@ -26,10 +26,10 @@ struct Config {
   // 0 runs each response in one call.
   int64_t chunk_bytes = 1024 * 1024;
   // Jobs whose ranks all share one host, with at least this many ranks, reduce
-  // allreduce chunks through shared memory instead of MPI; 0: never. "auto" is 3
-  // (measured 1.1-1.5x MPI from 3 ranks; 0.8-1.25x at 2, so not worth switching
-  // there), "on" 2, "off" 0.
-  int shm_allreduce_min_ranks = 3;
+  // allreduce chunks through shared memory instead of MPI; 0: never. "auto" and "on"
+  // are 2 (measured 1.6-2x MPI_Allreduce at 2 ranks from 16 KiB to 4 MiB, and faster
+  // at 3: docs/PERFORMANCE.md, "Shared memory without barriers"), "off" 0.
+  int shm_allreduce_min_ranks = 2;
   double cycle_time_ms = 1.0;  // how long an idle background thread sleeps between cycles
   int cache_capacity = 1024;   // 0 disables the response cache
   // Bytes of payload lane in each cycle's bit exchange: a lone small cached allreduce

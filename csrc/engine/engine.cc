@@ -52,7 +52,7 @@ Engine::Engine(World world, const Config& config, HandleTable& handles, OpNamer&
   if (logger_.Enabled(LogLevel::kDebug)) {
     logger_.Log(LogLevel::kDebug, Describe(config_));
     if (sets_[0]->shm_active()) {
-      logger_.Log(LogLevel::kDebug, "allreduce pieces of 64 KiB or more go through shared memory");
+      logger_.Log(LogLevel::kDebug, "allreduce pieces go through shared memory");
     }
     if (sets_[0]->backend().hierarchical_active()) {
       logger_.Log(LogLevel::kDebug,

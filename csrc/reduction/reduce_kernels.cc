@@ -33,29 +33,35 @@ T WrappingMultiply(T a, T b) {
   }
 }
 
+// out[i] = op(acc[i], in[i]); out may be acc or in (element-wise, so aliasing is safe).
 template <typename T>
-void Reduce(const T* in, T* inout, int64_t count, ReduceOp op) {
+void Reduce(const T* in, const T* acc, T* out, int64_t count, ReduceOp op) {
   switch (op) {
     case ReduceOp::kMin:
-      for (int64_t i = 0; i < count; ++i) inout[i] = std::min(inout[i], in[i]);
+      for (int64_t i = 0; i < count; ++i) out[i] = std::min(acc[i], in[i]);
       return;
     case ReduceOp::kMax:
-      for (int64_t i = 0; i < count; ++i) inout[i] = std::max(inout[i], in[i]);
+      for (int64_t i = 0; i < count; ++i) out[i] = std::max(acc[i], in[i]);
       return;
     case ReduceOp::kProduct:
-      for (int64_t i = 0; i < count; ++i) inout[i] = WrappingMultiply(inout[i], in[i]);
+      for (int64_t i = 0; i < count; ++i) out[i] = WrappingMultiply(acc[i], in[i]);
       return;
     default:  // Sum, and Average (divided afterwards)
-      for (int64_t i = 0; i < count; ++i) inout[i] = WrappingAdd(inout[i], in[i]);
+      for (int64_t i = 0; i < count; ++i) out[i] = WrappingAdd(acc[i], in[i]);
       return;
   }
 }
 
-void ReduceBool(const uint8_t* in, uint8_t* inout, int64_t count, ReduceOp op) {
+void ReduceBool(const uint8_t* in, const uint8_t* acc, uint8_t* out, int64_t count, ReduceOp op) {
   const bool all = op == ReduceOp::kMin || op == ReduceOp::kProduct;
   for (int64_t i = 0; i < count; ++i) {
-    inout[i] = all ? (inout[i] != 0 && in[i] != 0) : (inout[i] != 0 || in[i] != 0);
+    out[i] = all ? (acc[i] != 0 && in[i] != 0) : (acc[i] != 0 || in[i] != 0);
   }
+}
+
+template <typename T>
+void ReduceTyped(const void* in, const void* acc, void* out, int64_t count, ReduceOp op) {
+  Reduce(static_cast<const T*>(in), static_cast<const T*>(acc), static_cast<T*>(out), count, op);
 }
 
 // The elements as float or double, for the floating point checks.
@@ -104,28 +110,34 @@ bool ReducesExactlyInAnyOrder(const void* data, int64_t count, DataType dtype, R
 }
 
 void ReduceInto(const void* in, void* inout, int64_t count, DataType dtype, ReduceOp op) {
+  ReduceTo(in, inout, inout, count, dtype, op);
+}
+
+void ReduceTo(const void* in, const void* acc, void* out, int64_t count, DataType dtype,
+              ReduceOp op) {
   switch (dtype) {
     case DataType::kUInt8:
-      return Reduce(static_cast<const uint8_t*>(in), static_cast<uint8_t*>(inout), count, op);
+      return ReduceTyped<uint8_t>(in, acc, out, count, op);
     case DataType::kInt8:
-      return Reduce(static_cast<const int8_t*>(in), static_cast<int8_t*>(inout), count, op);
+      return ReduceTyped<int8_t>(in, acc, out, count, op);
     case DataType::kInt16:
-      return Reduce(static_cast<const int16_t*>(in), static_cast<int16_t*>(inout), count, op);
+      return ReduceTyped<int16_t>(in, acc, out, count, op);
     case DataType::kUInt16:
-      return Reduce(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(inout), count, op);
+      return ReduceTyped<uint16_t>(in, acc, out, count, op);
     case DataType::kInt32:
-      return Reduce(static_cast<const int32_t*>(in), static_cast<int32_t*>(inout), count, op);
+      return ReduceTyped<int32_t>(in, acc, out, count, op);
     case DataType::kInt64:
-      return Reduce(static_cast<const int64_t*>(in), static_cast<int64_t*>(inout), count, op);
+      return ReduceTyped<int64_t>(in, acc, out, count, op);
     case DataType::kFloat32:
-      return Reduce(static_cast<const float*>(in), static_cast<float*>(inout), count, op);
+      return ReduceTyped<float>(in, acc, out, count, op);
     case DataType::kFloat64:
-      return Reduce(static_cast<const double*>(in), static_cast<double*>(inout), count, op);
+      return ReduceTyped<double>(in, acc, out, count, op);
     case DataType::kFloat16:
     case DataType::kBFloat16:
-      return ReduceSixteenBit(in, inout, count, dtype, op);
+      return ReduceSixteenBit(in, acc, out, count, dtype, op);
     case DataType::kBool:
-      return ReduceBool(static_cast<const uint8_t*>(in), static_cast<uint8_t*>(inout), count, op);
+      return ReduceBool(static_cast<const uint8_t*>(in), static_cast<const uint8_t*>(acc),
+                        static_cast<uint8_t*>(out), count, op);
   }
 }
 

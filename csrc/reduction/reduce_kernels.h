@@ -13,6 +13,11 @@ namespace lockstep {
 // caller divides).
 void ReduceInto(const void* in, void* inout, int64_t count, DataType dtype, ReduceOp op);
 
+// out[i] = op(acc[i], in[i]): ReduceInto with the accumulator read from one buffer and
+// the result written to another, which may be either input (saves a copy).
+void ReduceTo(const void* in, const void* acc, void* out, int64_t count, DataType dtype,
+              ReduceOp op);
+
 // Whether reducing `ranks` contributions, each of which passes this check, gives the
 // same bits whatever the order and grouping of the combinations and whichever correct
 // kernel performs them (ReduceInto here, MPI's or a vendor's op elsewhere): so a

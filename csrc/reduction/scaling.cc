@@ -41,10 +41,11 @@ void ScaleSixteen(uint16_t* data, int64_t count, double factor) {
 }
 
 template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
-void ReduceSixteen(const uint16_t* in, uint16_t* inout, int64_t count, ReduceOp op) {
+void ReduceSixteen(const uint16_t* in, const uint16_t* acc, uint16_t* out, int64_t count,
+                   ReduceOp op) {
   for (int64_t i = 0; i < count; ++i) {
     float a = ToFloat(in[i]);
-    float b = ToFloat(inout[i]);
+    float b = ToFloat(acc[i]);
     float r;
     switch (op) {
       case ReduceOp::kMin:
@@ -60,7 +61,7 @@ void ReduceSixteen(const uint16_t* in, uint16_t* inout, int64_t count, ReduceOp 
         r = a + b;
         break;  // Sum and Average reduce by summing
     }
-    inout[i] = FromFloat(r);
+    out[i] = FromFloat(r);
   }
 }
 
@@ -105,12 +106,18 @@ void ScaleInPlace(void* buffer, int64_t count, DataType dtype, double factor) {
 }
 
 void ReduceSixteenBit(const void* in, void* inout, int64_t count, DataType dtype, ReduceOp op) {
+  ReduceSixteenBit(in, inout, inout, count, dtype, op);
+}
+
+void ReduceSixteenBit(const void* in, const void* acc, void* out, int64_t count, DataType dtype,
+                      ReduceOp op) {
   auto src = static_cast<const uint16_t*>(in);
-  auto dst = static_cast<uint16_t*>(inout);
+  auto from = static_cast<const uint16_t*>(acc);
+  auto dst = static_cast<uint16_t*>(out);
   if (dtype == DataType::kFloat16) {
-    ReduceSixteen<Float16ToFloat, FloatToFloat16>(src, dst, count, op);
+    ReduceSixteen<Float16ToFloat, FloatToFloat16>(src, from, dst, count, op);
   } else {
-    ReduceSixteen<BFloat16ToFloat, FloatToBFloat16>(src, dst, count, op);
+    ReduceSixteen<BFloat16ToFloat, FloatToBFloat16>(src, from, dst, count, op);
   }
 }
 

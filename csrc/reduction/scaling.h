@@ -16,5 +16,8 @@ void ScaleInPlace(void* buffer, int64_t count, DataType dtype, double factor);
 
 // inout[i] = op(in[i], inout[i]) for float16/bfloat16, computed in float.
 void ReduceSixteenBit(const void* in, void* inout, int64_t count, DataType dtype, ReduceOp op);
+// The same with the accumulator read from `acc` and the result written to `out`.
+void ReduceSixteenBit(const void* in, const void* acc, void* out, int64_t count, DataType dtype,
+                      ReduceOp op);
 
 }  // namespace lockstep

@@ -156,8 +156,8 @@ TEST(ConfigTest, BoolSpellingsAreCaseInsensitive) {
 }
 
 TEST(ConfigTest, SharedMemoryAllreduceModes) {
-  EXPECT_EQ(Parse({}).shm_allreduce_min_ranks, 3);  // auto: from 3 ranks of one host
-  EXPECT_EQ(Parse({{"LOCKSTEP_SHM_ALLREDUCE", "AUTO"}}).shm_allreduce_min_ranks, 3);
+  EXPECT_EQ(Parse({}).shm_allreduce_min_ranks, 2);  // auto: from 2 ranks of one host
+  EXPECT_EQ(Parse({{"LOCKSTEP_SHM_ALLREDUCE", "AUTO"}}).shm_allreduce_min_ranks, 2);
   EXPECT_EQ(Parse({{"LOCKSTEP_SHM_ALLREDUCE", "on"}}).shm_allreduce_min_ranks, 2);
   EXPECT_EQ(Parse({{"LOCKSTEP_SHM_ALLREDUCE", "0"}}).shm_allreduce_min_ranks, 0);
   EXPECT_NE(ErrorFor({{"LOCKSTEP_SHM_ALLREDUCE", "sometimes"}}).find("auto, or a boolean"),

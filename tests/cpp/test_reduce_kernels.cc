@@ -72,6 +72,45 @@ TEST(ReduceIntoTest, SixteenBitTypesReduceInFloatAndRoundBack) {
             (std::vector<uint16_t>{FloatToBFloat16(-1.5f)}));
 }
 
+// ReduceTo reads the accumulator from one buffer and writes another; every dtype and op
+// must give ReduceInto's bits, with the output separate or the same as either input
+// (the two-rank shared-memory allreduce writes over its own rank's input in place).
+TEST(ReduceToTest, MatchesReduceIntoWhateverTheOutputAliases) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> a = {1.5f, -0.0f, nan, 3.0f, 1e30f, 7.0f, -2.5f, 0.0f, 9.0f};
+  const std::vector<float> b = {0.25f, 0.0f, 1.0f, nan, 1e30f, -7.0f, 4.0f, -0.0f, 1.0f};
+  for (DataType dtype : {DataType::kUInt8, DataType::kInt8, DataType::kInt16, DataType::kUInt16,
+                         DataType::kInt32, DataType::kInt64, DataType::kFloat32,
+                         DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16,
+                         DataType::kBool}) {
+    const int64_t n = static_cast<int64_t>(a.size()), element = DataTypeSize(dtype);
+    // The same float pattern's bytes, reinterpreted: only bit-for-bit agreement matters.
+    std::vector<char> in(n * element), acc(n * element);
+    for (int64_t i = 0; i < n * element; ++i) {
+      in[i] = reinterpret_cast<const char*>(b.data())[i % (n * 4)];
+      acc[i] = reinterpret_cast<const char*>(a.data())[(i * 7) % (n * 4)];
+    }
+    if (dtype == DataType::kBool) {
+      for (char& c : in) c = c & 1;
+      for (char& c : acc) c = c & 1;
+    }
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
+                        ReduceOp::kProduct}) {
+      std::vector<char> expected = acc;
+      ReduceInto(in.data(), expected.data(), n, dtype, op);
+      std::vector<char> separate(n * element);
+      ReduceTo(in.data(), acc.data(), separate.data(), n, dtype, op);
+      std::vector<char> over_acc = acc, over_in = in;
+      ReduceTo(in.data(), over_acc.data(), over_acc.data(), n, dtype, op);
+      ReduceTo(over_in.data(), acc.data(), over_in.data(), n, dtype, op);
+      const auto label = testing::Message() << DataTypeName(dtype) << " op " << static_cast<int>(op);
+      EXPECT_EQ(separate, expected) << label;
+      EXPECT_EQ(over_acc, expected) << label;
+      EXPECT_EQ(over_in, expected) << label;
+    }
+  }
+}
+
 TEST(ReducesExactlyInAnyOrderTest, IntegersAlwaysFloatsOnlyWhereNoOrderCanShow) {
   const std::vector<int8_t> ints = {-128, 0, 127};
   for (ReduceOp op :

@@ -8,7 +8,7 @@
 namespace lockstep {
 
 HierarchicalAllreduce::HierarchicalAllreduce(MPI_Comm comm, const MpiTypes& types,
-                                             int64_t max_bytes)
+                                             int64_t max_bytes, bool cores_shared)
     : types_(types), max_bytes_(max_bytes) {
   int rank = 0, size = 1, local_rank = 0, local_size = 1;
   MPI_Comm_rank(comm, &rank);
@@ -18,7 +18,7 @@ HierarchicalAllreduce::HierarchicalAllreduce(MPI_Comm comm, const MpiTypes& type
   MPI_Comm_size(local_, &local_size);
   MPI_Comm_split(comm, local_rank == 0 ? 0 : MPI_UNDEFINED, rank, &leaders_);
   if (local_size > 1 && max_bytes_ > 0) {
-    shm_ = std::make_unique<ShmAllreduce>(local_, max_bytes_);
+    shm_ = std::make_unique<ShmAllreduce>(local_, max_bytes_, cores_shared);
   }
   // Every rank must take the same path: a host that cannot share memory, or a job on
   // one host, keeps everybody on the flat path.

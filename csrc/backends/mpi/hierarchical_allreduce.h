@@ -18,7 +18,7 @@ class HierarchicalAllreduce {
  public:
   // Collective over `comm`. Usable() is the same on every rank: false when all ranks
   // share one host (nothing to gain) or some host cannot make its window.
-  HierarchicalAllreduce(MPI_Comm comm, const MpiTypes& types, int64_t max_bytes);
+  HierarchicalAllreduce(MPI_Comm comm, const MpiTypes& types, int64_t max_bytes, bool cores_shared);
   ~HierarchicalAllreduce();
   HierarchicalAllreduce(const HierarchicalAllreduce&) = delete;
   HierarchicalAllreduce& operator=(const HierarchicalAllreduce&) = delete;

@@ -52,7 +52,8 @@ std::unique_ptr<Exchange> MpiCommunicator::NewExchange(ExchangeOptions options) 
 std::unique_ptr<Backend> MpiCommunicator::NewHostBackend(const HostBackendOptions& options,
                                                          CallClock& clock) {
   return std::make_unique<MpiBackend>(comm_, *types_, options.shm_bytes, options.shm_min_ranks,
-                                      options.hierarchical, clock);
+                                      options.hierarchical,
+                                      context_ && context_->ranks_outnumber_cores(), clock);
 }
 
 std::unique_ptr<SilenceFinder> MpiCommunicator::NewSilenceFinder() {

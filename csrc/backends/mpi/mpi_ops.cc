@@ -77,19 +77,20 @@ class UnitType {
 }  // namespace
 
 MpiBackend::MpiBackend(MPI_Comm comm, const MpiTypes& types, int64_t shm_bytes, int shm_min_ranks,
-                       bool hierarchical, CallClock& clock)
+                       bool hierarchical, bool cores_shared, CallClock& clock)
     : comm_(comm), types_(types), call_clock_(clock), adasum_(comm) {
   MPI_Comm_size(comm_, &size_);
   int world_size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   every_rank_ = size_ == world_size;
-  if (shm_min_ranks > 0 && size_ >= shm_min_ranks && shm_bytes >= kShmMinBytes) {
-    auto shm = std::make_unique<ShmAllreduce>(comm_, std::min(shm_bytes, kShmMaxBytes));
+  if (shm_min_ranks > 0 && size_ >= shm_min_ranks && shm_bytes > 0) {
+    auto shm =
+        std::make_unique<ShmAllreduce>(comm_, std::min(shm_bytes, kShmMaxBytes), cores_shared);
     if (shm->Usable()) shm_ = std::move(shm);
   }
   if (hierarchical && !shm_) {  // collective: every rank asks, or none does
-    auto h =
-        std::make_unique<HierarchicalAllreduce>(comm_, types_, std::min(shm_bytes, kShmMaxBytes));
+    auto h = std::make_unique<HierarchicalAllreduce>(
+        comm_, types_, std::min(shm_bytes, kShmMaxBytes), cores_shared);
     if (h->Usable()) hierarchical_ = std::move(h);
   }
 }
@@ -101,7 +102,7 @@ void MpiBackend::Allreduce(const void* input, void* output, int64_t count, DataT
   auto out = static_cast<char*>(output);
   const int64_t element = DataTypeSize(dtype);
   const int64_t bytes = count * element;
-  if (shm_active() && bytes >= kShmMinBytes && bytes <= shm_->max_bytes()) {
+  if (shm_active() && bytes <= shm_->max_bytes()) {
     shm_->Run(input, output, count, dtype, op);
     return;
   }

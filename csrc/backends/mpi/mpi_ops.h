@@ -17,14 +17,14 @@ namespace lockstep {
 class MpiBackend : public Backend {
  public:
   // When every rank shares this host and there are at least shm_min_ranks of them (0:
-  // never), allreduce pieces of kShmMinBytes up to shm_bytes (at most kShmMaxBytes) go
-  // through shared memory. With `hierarchical` and ranks on several hosts, allreduce
+  // never), allreduce pieces up to shm_bytes (at most kShmMaxBytes) go through shared
+  // memory. With `hierarchical` and ranks on several hosts, allreduce
   // pieces up to shm_bytes reduce within each host through shared memory and across
-  // hosts among one leader per host. Every blocking call is marked on `clock` (shared
-  // by the backends of all process sets: one collective runs at a time).
+  // hosts among one leader per host. `cores_shared`: this host runs more ranks than it
+  // has cores (shared-memory waits then yield). Every blocking call is marked on
+  // `clock` (shared by the backends of all process sets: one collective runs at a time).
   MpiBackend(MPI_Comm comm, const MpiTypes& types, int64_t shm_bytes, int shm_min_ranks,
-             bool hierarchical, CallClock& clock);
-  static constexpr int64_t kShmMinBytes = 64 * 1024;
+             bool hierarchical, bool cores_shared, CallClock& clock);
   // The window holds two slots of this many bytes per rank at most, whatever the chunk
   // size; larger pieces (LOCKSTEP_CHUNK_BYTES raised past it, or 0) stay with MPI.
   static constexpr int64_t kShmMaxBytes = 8 * 1024 * 1024;

@@ -1,10 +1,17 @@
 #include "backends/mpi/shm_allreduce.h"
 
+#include <chrono>
 #include <cstring>
+#include <new>
 #include <string>
+#include <thread>
 
 #include "lockstep/lockstep.h"
 #include "reduction/reduce_kernels.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace lockstep {
 namespace {
@@ -13,9 +20,21 @@ void Check(int rc, const char* what) {
   if (rc != MPI_SUCCESS) throw Error(std::string("shared-memory allreduce: ") + what + " failed");
 }
 
+void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
+
+// A peer later than this is not a few microseconds behind but descheduled or busy
+// elsewhere: polling on would only burn a core that a training thread may need.
+constexpr auto kSpinFor = std::chrono::milliseconds(1);
+constexpr auto kLongPollPause = std::chrono::microseconds(50);
+
 }  // namespace
 
-ShmAllreduce::ShmAllreduce(MPI_Comm comm, int64_t max_bytes) : max_bytes_(max_bytes) {
+ShmAllreduce::ShmAllreduce(MPI_Comm comm, int64_t max_bytes, bool cores_shared)
+    : max_bytes_(max_bytes), cores_shared_(cores_shared) {
   int world = 0;
   MPI_Comm_size(comm, &world);
   MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &comm_);
@@ -26,11 +45,12 @@ ShmAllreduce::ShmAllreduce(MPI_Comm comm, int64_t max_bytes) : max_bytes_(max_by
 
   MPI_Info info;
   MPI_Info_create(&info);
-  MPI_Info_set(info, "alloc_shared_noncontig", "true");  // each slot pair on its rank's pages
+  MPI_Info_set(info, "alloc_shared_noncontig", "true");  // each rank's part on its own pages
   char* base = nullptr;
-  // Two slots per rank: consecutive runs alternate, so a rank may start filling the
-  // next run's slot while slower ranks still copy out of this one.
-  const int rc = MPI_Win_allocate_shared(2 * max_bytes_, 1, info, comm_, &base, &window_);
+  // Counters, then two slots per rank: consecutive runs alternate, so a rank may start
+  // filling the next run's slot while slower ranks still read this one.
+  const int rc =
+      MPI_Win_allocate_shared(kHeaderBytes + 2 * max_bytes_, 1, info, comm_, &base, &window_);
   MPI_Info_free(&info);
   int ok = rc == MPI_SUCCESS, all_ok = 0;
   MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm_);
@@ -49,8 +69,16 @@ ShmAllreduce::ShmAllreduce(MPI_Comm comm, int64_t max_bytes) : max_bytes_(max_by
   }
   MPI_Win_set_errhandler(window_, MPI_ERRORS_RETURN);
   // A passive epoch for the window's lifetime: loads and stores go straight to shared
-  // memory, ordered by MPI_Win_sync plus a barrier (the MPI-3 shared-memory pattern).
+  // memory, ordered by the counters' acquire and release (lock-free atomics work across
+  // processes that map the same memory).
   Check(MPI_Win_lock_all(MPI_MODE_NOCHECK, window_), "MPI_Win_lock_all");
+  static_assert(std::atomic<uint64_t>::is_always_lock_free, "counters must be lock-free");
+  Counters* own = new (bases_[rank_]) Counters;
+  own->arrived.value.store(0);
+  own->reduced.value.store(0);
+  own->result.value.store(0);
+  // Nobody polls a counter before its owner has zeroed it.
+  Check(MPI_Barrier(comm_), "MPI_Barrier");
 }
 
 ShmAllreduce::~ShmAllreduce() {
@@ -63,26 +91,67 @@ ShmAllreduce::~ShmAllreduce() {
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
-char* ShmAllreduce::Slot(int rank) const { return bases_[rank] + buffer_ * max_bytes_; }
+char* ShmAllreduce::Slot(int rank) const {
+  return bases_[rank] + kHeaderBytes + static_cast<int64_t>(run_ & 1) * max_bytes_;
+}
 
-void ShmAllreduce::Synchronize() {
-  Check(MPI_Win_sync(window_), "MPI_Win_sync");
-  Check(MPI_Barrier(comm_), "MPI_Barrier");
-  Check(MPI_Win_sync(window_), "MPI_Win_sync");
+ShmAllreduce::Counters& ShmAllreduce::CountersOf(int rank) const {
+  return *std::launder(reinterpret_cast<Counters*>(bases_[rank]));
+}
+
+void ShmAllreduce::Raise(Counter Counters::*which) {
+  (CountersOf(rank_).*which).value.store(run_, std::memory_order_release);
+}
+
+void ShmAllreduce::WaitForAll(Counter Counters::*which) {
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_) WaitFor(CountersOf(r).*which);
+  }
+}
+
+// Spins while the peer is at most a little behind (a blocking MPI collective does the
+// same), yielding the core on every poll where ranks outnumber cores; then polls
+// with short sleeps.
+void ShmAllreduce::WaitFor(const Counter& counter) const {
+  if (counter.value.load(std::memory_order_acquire) >= run_) return;
+  const auto started = std::chrono::steady_clock::now();
+  bool spinning = true;
+  for (uint32_t polls = 1;; ++polls) {
+    if (counter.value.load(std::memory_order_acquire) >= run_) return;
+    if (!spinning) {
+      std::this_thread::sleep_for(kLongPollPause);
+    } else if (cores_shared_) {
+      std::this_thread::yield();
+    } else {
+      CpuRelax();
+    }
+    if (spinning && polls % 256 == 0) {
+      spinning = std::chrono::steady_clock::now() - started < kSpinFor;
+    }
+  }
+}
+
+// Runs use the slots of their parity. A rank writes a slot again two runs later, after
+// seeing every rank arrive at the run in between, which each does only after it has
+// finished reading the slots of the run before.
+void ShmAllreduce::Arrive(int64_t bytes, const void* input) {
+  if (bytes > max_bytes_) throw Error("shared-memory allreduce: chunk too large");
+  ++run_;
+  std::memcpy(Slot(rank_), input, bytes);
+  Raise(&Counters::arrived);
+  WaitForAll(&Counters::arrived);
 }
 
 // Segment r of a chunk: elements [count * r / size, count * (r + 1) / size).
-void ShmAllreduce::ReduceOwnSegment(const void* input, int64_t count, DataType dtype, ReduceOp op) {
+void ShmAllreduce::ReduceOwnSegment(int64_t count, DataType dtype, ReduceOp op) {
   const int64_t element = DataTypeSize(dtype);
-  if (count * element > max_bytes_) throw Error("shared-memory allreduce: chunk too large");
-  if (input != Slot(rank_)) std::memcpy(Slot(rank_), input, count * element);
-  Synchronize();
   const int64_t lo = count * rank_ / size_, hi = count * (rank_ + 1) / size_;
   char* mine = Slot(rank_) + lo * element;
   for (int r = 0; r < size_; ++r) {
     if (r != rank_) ReduceInto(Slot(r) + lo * element, mine, hi - lo, dtype, op);
   }
-  Synchronize();
+  Raise(&Counters::reduced);
+  WaitForAll(&Counters::reduced);
 }
 
 void ShmAllreduce::CopyOutSegments(void* output, int64_t count, int64_t element) const {
@@ -95,27 +164,38 @@ void ShmAllreduce::CopyOutSegments(void* output, int64_t count, int64_t element)
 
 void ShmAllreduce::Run(const void* input, void* output, int64_t count, DataType dtype,
                        ReduceOp op) {
-  ReduceOwnSegment(input, count, dtype, op);
-  CopyOutSegments(output, count, DataTypeSize(dtype));
-  buffer_ ^= 1;
+  const int64_t element = DataTypeSize(dtype);
+  Arrive(count * element, input);
+  if (size_ == 2) {
+    // Both ranks compute op(slot 0, slot 1), each from its own input and the other's
+    // slot: one pass, and no second wait.
+    const void* first = rank_ == 0 ? input : Slot(0);
+    const void* second = rank_ == 1 ? input : Slot(1);
+    ReduceTo(second, first, output, count, dtype, op);
+    return;
+  }
+  ReduceOwnSegment(count, dtype, op);
+  CopyOutSegments(output, count, element);
 }
 
-// Local rank 0 overwrites its slot with the final result only after the second
-// barrier, when every rank has finished reading its segment; the others read it after
-// the third. The next run uses the other slot of each pair, and the one after that
-// starts with a barrier only passed once everyone has copied this result out.
+// Local rank 0 overwrites its slot with the final result once every rank has reduced
+// its segment (nobody reads slot 0 after that in this run) and raises its "result"
+// counter; the others copy it out then.
 void ShmAllreduce::RunThrough(const void* input, void* output, int64_t count, DataType dtype,
                               ReduceOp op, const std::function<void(void*)>& across_hosts) {
-  const int64_t bytes = count * DataTypeSize(dtype);
-  ReduceOwnSegment(input, count, dtype, op);
+  const int64_t element = DataTypeSize(dtype);
+  const int64_t bytes = count * element;
+  Arrive(bytes, input);
+  ReduceOwnSegment(count, dtype, op);
   if (rank_ == 0) {
-    CopyOutSegments(output, count, DataTypeSize(dtype));
+    CopyOutSegments(output, count, element);
     across_hosts(output);
     std::memcpy(Slot(0), output, bytes);
+    Raise(&Counters::result);
+  } else {
+    WaitFor(CountersOf(0).result);
+    std::memcpy(output, Slot(0), bytes);
   }
-  Synchronize();
-  if (rank_ != 0) std::memcpy(output, Slot(0), bytes);
-  buffer_ ^= 1;
 }
 
 }  // namespace lockstep

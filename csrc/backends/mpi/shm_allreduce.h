@@ -1,12 +1,17 @@
 // Allreduce through a shared-memory window, for jobs whose ranks all share one host.
-// Each rank copies its chunk into its own slot; after a barrier, rank r reduces the
-// r-th segment of every slot into its own slot; after another barrier, every rank
-// copies all reduced segments out: two barriers per chunk however many ranks there
-// are. Results are identical on every rank (each segment is reduced once).
+// Each rank copies its chunk into its own slot and raises its "arrived" counter. With
+// two ranks, each then reduces the whole chunk itself, slot 0's data with slot 1's (the
+// same operands in the same order on both, so the same bits), and nothing more is
+// waited for. With more, rank r reduces the r-th segment of every slot into its own
+// slot, raises its "reduced" counter, and once all have, every rank copies all reduced
+// segments out (each segment is reduced once, so results are identical on every rank).
+// The ranks wait for each other on those counters, not on MPI barriers: a barrier is a
+// round of messages, which cost 4x the data movement itself at 64 KiB.
 #pragma once
 
 #include <mpi.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -18,8 +23,9 @@ namespace lockstep {
 class ShmAllreduce {
  public:
   // Collective over `comm`. Usable() is false when the ranks span several hosts or the
-  // window cannot be created; the caller then stays with MPI.
-  ShmAllreduce(MPI_Comm comm, int64_t max_bytes);
+  // window cannot be created; the caller then stays with MPI. `cores_shared`: this host
+  // runs more ranks than it has cores, so a waiting rank yields its core between polls.
+  ShmAllreduce(MPI_Comm comm, int64_t max_bytes, bool cores_shared);
   ~ShmAllreduce();
   ShmAllreduce(const ShmAllreduce&) = delete;
   ShmAllreduce& operator=(const ShmAllreduce&) = delete;
@@ -31,23 +37,40 @@ class ShmAllreduce {
   void Run(const void* input, void* output, int64_t count, DataType dtype, ReduceOp op);
   // The same, except that local rank 0 passes the host's reduced chunk (in `output`)
   // through `across_hosts` first, and the others take the result from its slot: a
-  // hierarchical allreduce's first and last steps, with one more barrier.
+  // hierarchical allreduce's first and last steps.
   void RunThrough(const void* input, void* output, int64_t count, DataType dtype, ReduceOp op,
                   const std::function<void(void*)>& across_hosts);
 
  private:
-  void ReduceOwnSegment(const void* input, int64_t count, DataType dtype, ReduceOp op);
+  // Each rank's progress through its runs, in its own part of the window, one cache
+  // line per counter so that pollers of one do not disturb the writer of another.
+  struct alignas(128) Counter {
+    std::atomic<uint64_t> value;
+  };
+  struct Counters {
+    Counter arrived;  // this run's input is in the slot
+    Counter reduced;  // this rank's segment of this run is reduced
+    Counter result;   // (local rank 0, hierarchical) the final result is in the slot
+  };
+  static constexpr int64_t kHeaderBytes = sizeof(Counters);
+
+  void Arrive(int64_t bytes, const void* input);
+  void ReduceOwnSegment(int64_t count, DataType dtype, ReduceOp op);
   void CopyOutSegments(void* output, int64_t count, int64_t element) const;
-  void Synchronize();
+  void Raise(Counter Counters::*which);
+  void WaitForAll(Counter Counters::*which);
+  void WaitFor(const Counter& counter) const;
   char* Slot(int rank) const;
+  Counters& CountersOf(int rank) const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;  // this host's ranks (all of the job's)
   MPI_Win window_ = MPI_WIN_NULL;
   int rank_ = 0;
   int size_ = 1;
   int64_t max_bytes_ = 0;
-  std::vector<char*> bases_;  // each rank's slot pair, mapped into this process
-  int buffer_ = 0;            // which half of each slot pair this run uses
+  bool cores_shared_ = false;
+  std::vector<char*> bases_;  // each rank's counters and slot pair, mapped into this process
+  uint64_t run_ = 0;          // runs so far, the same on every rank; odd and even use a slot each
 };
 
 }  // namespace lockstep
