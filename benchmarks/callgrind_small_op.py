@@ -21,28 +21,41 @@ VARIANTS = {
     "in-place": "hvd.allreduce_(x, name='a', op=hvd.Sum)",
     "unnamed": "hvd.allreduce(x)",
     "binding": "core.run_allreduce('a', F32, (1,), address, out_address, SUM, 1.0, 1.0, -1, 0, 0)",
+    # lockstep.torch (the program below imports it as `hvd` instead of lockstep.numpy)
+    "torch-named-sum": "hvd.allreduce(t, name='a', op=hvd.Sum)",
+    "torch-in-place": "hvd.allreduce_(t, name='a', op=hvd.Sum)",
+    "torch-empty-like": "torch.empty_like(t)",
 }
 
 PROGRAM = """
 import sys
 import numpy as np
-import lockstep.numpy as hvd
+{frontend}
 from lockstep import _core as core
 hvd.init()
 x = np.ones(1, np.float32)
 out = np.empty_like(x)
 address, out_address = core.buffer_address(x), core.buffer_address(out)
 F32, SUM = core.DataType.FLOAT32, core.ReduceOp.SUM
+{torch_setup}
 for _ in range(int(sys.argv[1])):
     {call}
 hvd.shutdown()
 """
 
 
-def main_thread_instructions(call, count, workdir):
+def main_thread_instructions(name, count, workdir):
+    call = VARIANTS[name]
     script = os.path.join(workdir, "op.py")
     with open(script, "w") as stream:
-        stream.write(PROGRAM.format(call=call))
+        torch = name.startswith("torch")
+        stream.write(
+            PROGRAM.format(
+                call=call,
+                frontend="import torch\nimport lockstep.torch as hvd" if torch else "import lockstep.numpy as hvd",
+                torch_setup="t = torch.ones(1, dtype=torch.float32)" if torch else "",
+            )
+        )
     out = os.path.join(workdir, f"callgrind.{count}")
     subprocess.run(
         ["valgrind", "--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={out}"]
@@ -58,8 +71,8 @@ def main():
     names = sys.argv[1:] or list(VARIANTS)
     for name in names:
         with tempfile.TemporaryDirectory() as workdir:
-            low = main_thread_instructions(VARIANTS[name], 1000, workdir)
-            high = main_thread_instructions(VARIANTS[name], 3000, workdir)
+            low = main_thread_instructions(name, 1000, workdir)
+            high = main_thread_instructions(name, 3000, workdir)
         print(f"{name}: {(high - low) / 2000 / 1000:.1f}k instructions per op ({VARIANTS[name]})", flush=True)
 
 

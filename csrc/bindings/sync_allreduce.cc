@@ -96,16 +96,26 @@ bool ReadAddress(PyObject* object, void** out) {
   return true;
 }
 
-// A shape from a tuple (numpy's shape, torch.Size) or any sequence of ints.
+bool ReadShapeItems(PyObject* const* items, Py_ssize_t rank, std::vector<int64_t>* out) {
+  out->resize(static_cast<size_t>(rank));
+  for (Py_ssize_t i = 0; i < rank; ++i) {
+    if (!ReadInt64(items[i], &(*out)[static_cast<size_t>(i)])) return false;
+  }
+  return true;
+}
+
+// A shape from a tuple (numpy's shape, torch.Size) or any sequence of ints. Tuple
+// subclasses are read in place: PySequence_Fast copies anything but an exact tuple or
+// list into a new list, which was about 100 ns of every torch op (torch.Size).
 bool ReadShape(PyObject* object, std::vector<int64_t>* out) {
+  if (PyTuple_Check(object)) {
+    return ReadShapeItems(reinterpret_cast<PyTupleObject*>(object)->ob_item,
+                          PyTuple_GET_SIZE(object), out);
+  }
   PyObject* sequence = PySequence_Fast(object, "shape must be a sequence of ints");
   if (sequence == nullptr) return false;
-  const Py_ssize_t rank = PySequence_Fast_GET_SIZE(sequence);
-  out->resize(static_cast<size_t>(rank));
-  bool ok = true;
-  for (Py_ssize_t i = 0; i < rank && ok; ++i) {
-    ok = ReadInt64(PySequence_Fast_GET_ITEM(sequence, i), &(*out)[static_cast<size_t>(i)]);
-  }
+  const bool ok =
+      ReadShapeItems(PySequence_Fast_ITEMS(sequence), PySequence_Fast_GET_SIZE(sequence), out);
   Py_DECREF(sequence);
   return ok;
 }

@@ -78,7 +78,9 @@ class OpNamer:
     """Names of eager ops: counted per call site while ops are in flight."""
 
     def __init__(self):
-        self._counters = {}  # key -> itertools.count
+        # key -> itertools.count. Public so that the per-op path can skip restart()
+        # while it is empty, as it stays for named ops.
+        self.counters = {}
 
     def name_for(self, kind, name, process_set_id=0):
         """`name` if given, else the next automatic name for `kind` from the caller's
@@ -89,15 +91,15 @@ class OpNamer:
         prefix = kind + ".auto." + call_site()
         key = prefix if process_set_id == 0 else (process_set_id, prefix)
         # No lock: under the GIL, setdefault and next() on a counter are atomic.
-        counter = self._counters.get(key)
+        counter = self.counters.get(key)
         if counter is None:
-            counter = self._counters.setdefault(key, itertools.count())
+            counter = self.counters.setdefault(key, itertools.count())
         return prefix + "." + str(next(counter))
 
     def restart(self):
         """Called when no op is in flight: every call site counts from 0 again."""
-        if self._counters:  # named ops leave it empty
-            self._counters.clear()
+        if self.counters:  # named ops leave it empty
+            self.counters.clear()
 
 
 class TraceNamer:
