@@ -80,9 +80,8 @@ TEST(ReduceToTest, MatchesReduceIntoWhateverTheOutputAliases) {
   const std::vector<float> a = {1.5f, -0.0f, nan, 3.0f, 1e30f, 7.0f, -2.5f, 0.0f, 9.0f};
   const std::vector<float> b = {0.25f, 0.0f, 1.0f, nan, 1e30f, -7.0f, 4.0f, -0.0f, 1.0f};
   for (DataType dtype : {DataType::kUInt8, DataType::kInt8, DataType::kInt16, DataType::kUInt16,
-                         DataType::kInt32, DataType::kInt64, DataType::kFloat32,
-                         DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16,
-                         DataType::kBool}) {
+                         DataType::kInt32, DataType::kInt64, DataType::kFloat32, DataType::kFloat64,
+                         DataType::kFloat16, DataType::kBFloat16, DataType::kBool}) {
     const int64_t n = static_cast<int64_t>(a.size()), element = DataTypeSize(dtype);
     // The same float pattern's bytes, reinterpreted: only bit-for-bit agreement matters.
     std::vector<char> in(n * element), acc(n * element);
@@ -94,8 +93,8 @@ TEST(ReduceToTest, MatchesReduceIntoWhateverTheOutputAliases) {
       for (char& c : in) c = c & 1;
       for (char& c : acc) c = c & 1;
     }
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
-                        ReduceOp::kProduct}) {
+    for (ReduceOp op :
+         {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
       std::vector<char> expected = acc;
       ReduceInto(in.data(), expected.data(), n, dtype, op);
       std::vector<char> separate(n * element);
@@ -103,7 +102,8 @@ TEST(ReduceToTest, MatchesReduceIntoWhateverTheOutputAliases) {
       std::vector<char> over_acc = acc, over_in = in;
       ReduceTo(in.data(), over_acc.data(), over_acc.data(), n, dtype, op);
       ReduceTo(over_in.data(), acc.data(), over_in.data(), n, dtype, op);
-      const auto label = testing::Message() << DataTypeName(dtype) << " op " << static_cast<int>(op);
+      const auto label = testing::Message()
+                         << DataTypeName(dtype) << " op " << static_cast<int>(op);
       EXPECT_EQ(separate, expected) << label;
       EXPECT_EQ(over_acc, expected) << label;
       EXPECT_EQ(over_in, expected) << label;
