@@ -31,6 +31,15 @@ def test_allreduce_under_shared_memory_settings(ranks, settings, shm_expected):
     assert (SHM_ACTIVE in run.stderr) == shm_expected, run.describe()
 
 
+@pytest.mark.parametrize("ranks", [2, 3, 4])
+def test_shared_memory_allreduce_sums_in_rank_order(ranks):
+    # float32 sums bit for bit against ((x0 + x1) + x2) ..., on both sides of the
+    # one-pass limit and across chunks, in place and not.
+    run = run_ranks("shm_rank_order.py", ranks, env={"LOCKSTEP_LOG_LEVEL": "debug"})
+    run.assert_all_ranks_passed(ranks)
+    assert SHM_ACTIVE in run.stderr, run.describe()
+
+
 def test_allgather_broadcast_alltoall_reducescatter_objects(num_ranks, tmp_path):
     run = run_ranks("data_movement.py", num_ranks, env={"LOCKSTEP_TEST_TMP": str(tmp_path)})
     run.assert_all_ranks_passed(num_ranks)

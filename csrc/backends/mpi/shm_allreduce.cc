@@ -133,48 +133,23 @@ void ShmAllreduce::WaitFor(const Counter& counter) const {
 
 // Runs use the slots of their parity. A rank writes a slot again two runs later, after
 // seeing every rank arrive at the run in between, which each does only after it has
-// finished reading the slots of the run before.
-void ShmAllreduce::Arrive(int64_t bytes, const void* input) {
-  if (bytes > max_bytes_) throw Error("shared-memory allreduce: chunk too large");
-  ++run_;
-  std::memcpy(Slot(rank_), input, bytes);
-  Raise(&Counters::arrived);
-  WaitForAll(&Counters::arrived);
-}
-
-// Segment r of a chunk: elements [count * r / size, count * (r + 1) / size).
-void ShmAllreduce::ReduceOwnSegment(int64_t count, DataType dtype, ReduceOp op) {
-  const int64_t element = DataTypeSize(dtype);
-  const int64_t lo = count * rank_ / size_, hi = count * (rank_ + 1) / size_;
-  char* mine = Slot(rank_) + lo * element;
-  for (int r = 0; r < size_; ++r) {
-    if (r != rank_) ReduceInto(Slot(r) + lo * element, mine, hi - lo, dtype, op);
-  }
-  Raise(&Counters::reduced);
-  WaitForAll(&Counters::reduced);
-}
-
-void ShmAllreduce::CopyOutSegments(void* output, int64_t count, int64_t element) const {
-  auto out = static_cast<char*>(output);
-  for (int r = 0; r < size_; ++r) {
-    const int64_t start = count * r / size_ * element, end = count * (r + 1) / size_ * element;
-    std::memcpy(out + start, Slot(r) + start, end - start);
-  }
-}
-
+// finished reading the slots of the run before. The input may be the output.
 void ShmAllreduce::Run(const void* input, void* output, int64_t count, DataType dtype,
                        ReduceOp op) {
   const int64_t element = DataTypeSize(dtype);
-  Arrive(count * element, input);
-  if (size_ == 2) {
-    // Both ranks compute op(slot 0, slot 1), each from its own input and the other's
-    // slot: one pass, and no second wait.
-    const void* first = rank_ == 0 ? input : Slot(0);
-    const void* second = rank_ == 1 ? input : Slot(1);
-    ReduceTo(second, first, output, count, dtype, op);
+  const int64_t bytes = count * element;
+  if (bytes > max_bytes_) throw Error("shared-memory allreduce: chunk too large");
+  ++run_;
+  if ((size_ - 1) * bytes <= kOnePassBytes) {
+    std::memcpy(Slot(rank_), input, bytes);
+    Raise(&Counters::arrived);
+    WaitForAll(&Counters::arrived);
+    // Past the first two contributions the output is already written, and it may be
+    // the input: a later rank reads its own from its slot.
+    ReduceInRankOrder(rank_ < 2 ? input : Slot(rank_), 0, count, dtype, op, output);
     return;
   }
-  ReduceOwnSegment(count, dtype, op);
+  ReduceSegments(input, count, dtype, op);
   CopyOutSegments(output, count, element);
 }
 
@@ -185,8 +160,9 @@ void ShmAllreduce::RunThrough(const void* input, void* output, int64_t count, Da
                               ReduceOp op, const std::function<void(void*)>& across_hosts) {
   const int64_t element = DataTypeSize(dtype);
   const int64_t bytes = count * element;
-  Arrive(bytes, input);
-  ReduceOwnSegment(count, dtype, op);
+  if (bytes > max_bytes_) throw Error("shared-memory allreduce: chunk too large");
+  ++run_;
+  ReduceSegments(input, count, dtype, op);
   if (rank_ == 0) {
     CopyOutSegments(output, count, element);
     across_hosts(output);
@@ -195,6 +171,48 @@ void ShmAllreduce::RunThrough(const void* input, void* output, int64_t count, Da
   } else {
     WaitFor(CountersOf(0).result);
     std::memcpy(output, Slot(0), bytes);
+  }
+}
+
+// Segment r of a chunk: elements [count * r / size, count * (r + 1) / size).
+int64_t ShmAllreduce::SegmentStart(int rank, int64_t count) const { return count * rank / size_; }
+
+// Shares the segments the other ranks reduce (a rank reads its own from its input,
+// which nothing writes before the copy-out), reduces its own into its slot, and
+// returns once every rank has.
+void ShmAllreduce::ReduceSegments(const void* input, int64_t count, DataType dtype, ReduceOp op) {
+  const int64_t element = DataTypeSize(dtype);
+  const int64_t lo = SegmentStart(rank_, count), hi = SegmentStart(rank_ + 1, count);
+  std::memcpy(Slot(rank_), input, lo * element);
+  std::memcpy(Slot(rank_) + hi * element, static_cast<const char*>(input) + hi * element,
+              (count - hi) * element);
+  Raise(&Counters::arrived);
+  WaitForAll(&Counters::arrived);
+  ReduceInRankOrder(input, lo, hi - lo, dtype, op, Slot(rank_) + lo * element);
+  Raise(&Counters::reduced);
+  WaitForAll(&Counters::reduced);
+}
+
+// destination = ((x0 op x1) op x2) ... over elements [first, first + count) of every
+// rank's contribution, this rank's read from `own`: the same operands in the same
+// order whichever rank computes them and whether the chunk was split, so every rank
+// gets the same bits.
+void ShmAllreduce::ReduceInRankOrder(const void* own, int64_t first, int64_t count, DataType dtype,
+                                     ReduceOp op, void* destination) const {
+  const int64_t offset = first * DataTypeSize(dtype);
+  auto contribution = [&](int rank) {
+    return (rank == rank_ ? static_cast<const char*>(own) : Slot(rank)) + offset;
+  };
+  ReduceTo(contribution(1), contribution(0), destination, count, dtype, op);
+  for (int r = 2; r < size_; ++r) ReduceInto(contribution(r), destination, count, dtype, op);
+}
+
+void ShmAllreduce::CopyOutSegments(void* output, int64_t count, int64_t element) const {
+  auto out = static_cast<char*>(output);
+  for (int r = 0; r < size_; ++r) {
+    const int64_t start = SegmentStart(r, count) * element;
+    const int64_t end = SegmentStart(r + 1, count) * element;
+    std::memcpy(out + start, Slot(r) + start, end - start);
   }
 }
 

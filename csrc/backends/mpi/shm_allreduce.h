@@ -1,12 +1,12 @@
 // Allreduce through a shared-memory window, for jobs whose ranks all share one host.
-// Each rank copies its chunk into its own slot and raises its "arrived" counter. With
-// two ranks, each then reduces the whole chunk itself, slot 0's data with slot 1's (the
-// same operands in the same order on both, so the same bits), and nothing more is
-// waited for. With more, rank r reduces the r-th segment of every slot into its own
-// slot, raises its "reduced" counter, and once all have, every rank copies all reduced
-// segments out (each segment is reduced once, so results are identical on every rank).
-// The ranks wait for each other on those counters, not on MPI barriers: a barrier is a
-// round of messages, which cost 4x the data movement itself at 64 KiB.
+// Each rank copies its chunk into its own slot and raises its "arrived" counter; once
+// all have, each rank reduces the whole chunk itself. Larger chunks are split instead:
+// each rank copies in the segments the others reduce, reduces its own segment into its
+// slot, raises its "reduced" counter, and once all have, copies every segment out.
+// Either way every element is reduced in rank order, ((x0 op x1) op x2) ..., so every
+// rank gets the same bits. The ranks wait for each other on those counters, not on MPI
+// barriers: a barrier is a round of messages, which cost 4x the data movement itself
+// at 64 KiB.
 #pragma once
 
 #include <mpi.h>
@@ -53,9 +53,15 @@ class ShmAllreduce {
     Counter result;   // (local rank 0, hierarchical) the final result is in the slot
   };
   static constexpr int64_t kHeaderBytes = sizeof(Counters);
+  // Up to this many bytes of other ranks' data, a rank reduces the whole chunk itself:
+  // one wait instead of two. Splitting moves less data, which wins from 256 KiB at 2
+  // ranks (benchmarks/shm_vs_mpi.c).
+  static constexpr int64_t kOnePassBytes = 128 * 1024;
 
-  void Arrive(int64_t bytes, const void* input);
-  void ReduceOwnSegment(int64_t count, DataType dtype, ReduceOp op);
+  int64_t SegmentStart(int rank, int64_t count) const;
+  void ReduceSegments(const void* input, int64_t count, DataType dtype, ReduceOp op);
+  void ReduceInRankOrder(const void* own, int64_t first, int64_t count, DataType dtype, ReduceOp op,
+                         void* destination) const;
   void CopyOutSegments(void* output, int64_t count, int64_t element) const;
   void Raise(Counter Counters::*which);
   void WaitForAll(Counter Counters::*which);
