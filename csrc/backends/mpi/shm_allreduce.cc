@@ -1,5 +1,6 @@
 #include "backends/mpi/shm_allreduce.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <new>
@@ -26,10 +27,13 @@ void CpuRelax() {
 #endif
 }
 
-// A peer later than this is not a few microseconds behind but descheduled or busy
-// elsewhere: polling on would only burn a core that a training thread may need.
-constexpr auto kSpinFor = std::chrono::milliseconds(1);
-constexpr auto kLongPollPause = std::chrono::microseconds(50);
+// A peer that arrives within this is only a little behind (the ranks did the same
+// work): spinning catches it at once. A later one is descheduled or busy elsewhere,
+// and the core may be needed by this rank's own training thread (mpirun binds a rank's
+// threads to one core), so the wait then sleeps, in steps that grow to kLongestPause.
+constexpr auto kSpinFor = std::chrono::microseconds(50);
+constexpr auto kFirstPause = std::chrono::microseconds(5);
+constexpr auto kLongestPause = std::chrono::microseconds(50);
 
 }  // namespace
 
@@ -109,25 +113,23 @@ void ShmAllreduce::WaitForAll(Counter Counters::*which) {
   }
 }
 
-// Spins while the peer is at most a little behind (a blocking MPI collective does the
-// same), yielding the core on every poll where ranks outnumber cores; then polls
-// with short sleeps.
+// Spins while the peer is at most a little behind (yielding the core on every poll
+// where ranks outnumber cores), then sleeps between polls.
 void ShmAllreduce::WaitFor(const Counter& counter) const {
   if (counter.value.load(std::memory_order_acquire) >= run_) return;
   const auto started = std::chrono::steady_clock::now();
-  bool spinning = true;
   for (uint32_t polls = 1;; ++polls) {
     if (counter.value.load(std::memory_order_acquire) >= run_) return;
-    if (!spinning) {
-      std::this_thread::sleep_for(kLongPollPause);
-    } else if (cores_shared_) {
+    if (cores_shared_) {
       std::this_thread::yield();
     } else {
       CpuRelax();
     }
-    if (spinning && polls % 256 == 0) {
-      spinning = std::chrono::steady_clock::now() - started < kSpinFor;
-    }
+    if (polls % 64 == 0 && std::chrono::steady_clock::now() - started >= kSpinFor) break;
+  }
+  for (auto pause = kFirstPause;; pause = std::min(pause * 2, kLongestPause)) {
+    std::this_thread::sleep_for(pause);
+    if (counter.value.load(std::memory_order_acquire) >= run_) return;
   }
 }
 
