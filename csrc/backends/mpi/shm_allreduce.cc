@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <new>
 #include <string>
@@ -53,8 +54,8 @@ ShmAllreduce::ShmAllreduce(MPI_Comm comm, int64_t max_bytes, bool cores_shared)
   char* base = nullptr;
   // Counters, then two slots per rank: consecutive runs alternate, so a rank may start
   // filling the next run's slot while slower ranks still read this one.
-  const int rc =
-      MPI_Win_allocate_shared(kHeaderBytes + 2 * max_bytes_, 1, info, comm_, &base, &window_);
+  const int rc = MPI_Win_allocate_shared(alignof(Counters) + kHeaderBytes + 2 * max_bytes_, 1, info,
+                                         comm_, &base, &window_);
   MPI_Info_free(&info);
   int ok = rc == MPI_SUCCESS, all_ok = 0;
   MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm_);
@@ -69,7 +70,11 @@ ShmAllreduce::ShmAllreduce(MPI_Comm comm, int64_t max_bytes, bool cores_shared)
     int unit = 0;
     void* peer = nullptr;
     Check(MPI_Win_shared_query(window_, r, &bytes, &unit, &peer), "MPI_Win_shared_query");
-    bases_[r] = static_cast<char*>(peer);
+    // Open MPI's parts need not start on a cache line (one began 8 bytes past one). Every
+    // process maps the window page-aligned, so rounding the address up lands on the
+    // same offset of the part in all of them.
+    const auto address = reinterpret_cast<std::uintptr_t>(peer);
+    bases_[r] = static_cast<char*>(peer) + (-address & (alignof(Counters) - 1));
   }
   MPI_Win_set_errhandler(window_, MPI_ERRORS_RETURN);
   // A passive epoch for the window's lifetime: loads and stores go straight to shared
