@@ -50,6 +50,18 @@ def test_rank_killed_mid_allreduce_at_two_ranks():
     assert_ended_with_error(run, 2, "exited on signal 9 (Killed)")
 
 
+def test_rank_frozen_inside_shared_memory_allreduces_is_named():
+    # The ranks wait for each other on the window's counters, not in MPI: the
+    # collective watchdog (or, between collectives, negotiation) must still end the job.
+    run = run_ranks(
+        "faults.py", 3, timeout=JOB_LIMIT_SECONDS + 30, args=["freeze"], env={"LOCKSTEP_PEER_TIMEOUT_SECONDS": "4"}
+    )
+    assert not run.timed_out, f"the job hung\n{run.describe()}"
+    assert run.returncode != 0 and run.elapsed < JOB_LIMIT_SECONDS, run.describe()
+    assert "UNEXPECTED" not in run.stdout, run.describe()
+    assert re.search(r"rank 1 on \S+ did not respond", run.stdout + run.stderr), run.describe()
+
+
 @pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
 def test_signal_to_one_rank_ends_the_job(num_ranks, signal_name):
     run = run_ranks("faults.py", num_ranks, timeout=JOB_LIMIT_SECONDS + 30, args=["signal", signal_name])

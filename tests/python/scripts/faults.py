@@ -2,6 +2,7 @@
 
     faults.py kill KIND        rank 1 SIGKILLs itself while every rank streams KIND
     faults.py signal SIGNAME   rank 1 gets SIGINT or SIGTERM while the ranks stream allreduces
+    faults.py freeze           rank 1 SIGSTOPs itself while the ranks stream 4 MiB allreduces
     faults.py in_process       in one job: a user compression raising inside result
                                handling, an allgather whose result cannot fit in
                                memory, a child forked after init() calling lockstep,
@@ -84,6 +85,28 @@ def killed_mid_collective(kind):
     while time.monotonic() < deadline:
         collective(kind, rank, size)
     print(f"rank {rank}: UNEXPECTED: {kind} kept completing without rank {KILLED_RANK}", flush=True)
+
+
+def frozen_mid_allreduce():
+    """Rank 1 stops (SIGSTOP) at an arbitrary point of a stream of 4 MiB allreduces, so
+    the others are most likely waiting inside the shared-memory allreduce, where only
+    the collective watchdog can end the job; if they were negotiating, negotiation
+    names the rank instead. Either way the job must end, naming rank 1."""
+    hvd.init()
+    rank, size = hvd.rank(), hvd.size()
+    large = np.ones(1 << 20, np.float32)
+    assert_equal(hvd.allreduce(large, op=hvd.Sum, name="f.frozen"), large * size, "allreduce")
+    print(f"rank {rank}: first allreduce done", flush=True)
+    if rank == KILLED_RANK:
+        threading.Timer(0.3, os.kill, args=(os.getpid(), signal.SIGSTOP)).start()
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            hvd.allreduce(large, op=hvd.Sum, name="f.frozen")
+    except hvd.LockstepError as error:
+        print(f"rank {rank}: STOPPED WITH ERROR: {error}", flush=True)
+        sys.exit(3)
+    print(f"rank {rank}: UNEXPECTED: allreduces kept completing without rank {KILLED_RANK}", flush=True)
 
 
 def signalled(signal_name):
@@ -263,6 +286,8 @@ def main():
         killed_mid_collective(sys.argv[2])
     elif mode == "signal":
         signalled(sys.argv[2])
+    elif mode == "freeze":
+        frozen_mid_allreduce()
     else:
         assert mode == "in_process", mode
         hvd.init()
