@@ -140,15 +140,20 @@ void ShmAllreduce::WaitFor(const Counter& counter) const {
   }
 }
 
+// Checks the chunk fits and moves to the next run (and so to the other slots).
+int64_t ShmAllreduce::StartRun(int64_t bytes) {
+  if (bytes > max_bytes_) throw Error("shared-memory allreduce: chunk too large");
+  ++run_;
+  return bytes;
+}
+
 // Runs use the slots of their parity. A rank writes a slot again two runs later, after
 // seeing every rank arrive at the run in between, which each does only after it has
 // finished reading the slots of the run before. The input may be the output.
 void ShmAllreduce::Run(const void* input, void* output, int64_t count, DataType dtype,
                        ReduceOp op) {
   const int64_t element = DataTypeSize(dtype);
-  const int64_t bytes = count * element;
-  if (bytes > max_bytes_) throw Error("shared-memory allreduce: chunk too large");
-  ++run_;
+  const int64_t bytes = StartRun(count * element);
   if ((size_ - 1) * bytes <= kOnePassBytes) {
     std::memcpy(Slot(rank_), input, bytes);
     Raise(&Counters::arrived);
@@ -168,9 +173,7 @@ void ShmAllreduce::Run(const void* input, void* output, int64_t count, DataType 
 void ShmAllreduce::RunThrough(const void* input, void* output, int64_t count, DataType dtype,
                               ReduceOp op, const std::function<void(void*)>& across_hosts) {
   const int64_t element = DataTypeSize(dtype);
-  const int64_t bytes = count * element;
-  if (bytes > max_bytes_) throw Error("shared-memory allreduce: chunk too large");
-  ++run_;
+  const int64_t bytes = StartRun(count * element);
   ReduceSegments(input, count, dtype, op);
   if (rank_ == 0) {
     CopyOutSegments(output, count, element);

@@ -58,6 +58,7 @@ class ShmAllreduce {
   // ranks (benchmarks/shm_vs_mpi.c).
   static constexpr int64_t kOnePassBytes = 128 * 1024;
 
+  int64_t StartRun(int64_t bytes);
   int64_t SegmentStart(int rank, int64_t count) const;
   void ReduceSegments(const void* input, int64_t count, DataType dtype, ReduceOp op);
   void ReduceInRankOrder(const void* own, int64_t first, int64_t count, DataType dtype, ReduceOp op,
