@@ -201,9 +201,9 @@ void EnqueueGroupWithCallbacks(std::vector<OpSpec> specs, std::vector<DoneCallba
 }
 
 void EnqueueWithCallbacksAndDrive(std::vector<OpSpec> specs, std::vector<DoneCallback> done,
-                                  bool grouped, std::chrono::microseconds budget) {
+                                  bool grouped, const KernelDrive& drive) {
   if (specs.empty()) return;
-  RunningEngine()->EnqueueAndDrive(std::move(specs), grouped, std::move(done), budget);
+  RunningEngine()->EnqueueAndDrive(std::move(specs), grouped, std::move(done), drive);
 }
 
 std::string AutoName(const std::string& kind, int32_t process_set_id) {

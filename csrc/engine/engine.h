@@ -56,13 +56,13 @@ class Engine {
   // Enqueue one op and Wait for it: the synchronous hot path.
   OpResult Run(OpSpec spec);
   // Enqueue ops that report through callbacks, then run the cycles on this thread
-  // while they are pending, no other thread is running cycles, and `budget` has not
-  // passed (checked between cycles): a small op's callback usually runs on this thread,
-  // after it has let go of the cycles, before this returns. What is still pending then
-  // goes to the background loop. For kernels of frameworks that must not block until
-  // every rank arrives.
+  // while they are pending, no other thread is running cycles, and `drive` allows
+  // (its budget checked between cycles): a small op's callback usually runs on this
+  // thread, after it has let go of the cycles, before this returns. What is still
+  // pending then goes to the background loop. For kernels of frameworks that must not
+  // block until every rank arrives.
   void EnqueueAndDrive(std::vector<OpSpec> specs, bool grouped, std::vector<DoneCallback> callbacks,
-                       std::chrono::microseconds budget);
+                       const KernelDrive& drive);
   // Collective over all ranks, like every change of the process sets: each rank
   // proposes the change (a kProcessSetChange message), and the background threads
   // apply it (or fail it everywhere, when ranks disagree) at the same point of the
@@ -87,10 +87,11 @@ class Engine {
   void Loop();
   void DriveCycle();  // driver_ held
   // Runs cycles until each of the `count` handles is done (or the engine stops), or
-  // until `deadline` passes between two cycles. driver_ held. A pointer and count, so
-  // that a synchronous op's Wait passes its one handle without allocating.
+  // until `deadline` passes between two cycles, or after `max_cycles` (0: no limit).
+  // driver_ held. A pointer and count, so that a synchronous op's Wait passes its one
+  // handle without allocating.
   void DriveUntilDone(const Handle* handles, size_t count,
-                      std::chrono::steady_clock::time_point deadline);
+                      std::chrono::steady_clock::time_point deadline, int max_cycles = 0);
   std::chrono::microseconds TimeUntilNextCycle();  // driver_ held
   void Stop(const std::string& reason);            // driver_ held
   bool RunCycles();                                // false when the ranks agreed to shut down

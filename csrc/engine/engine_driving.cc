@@ -166,10 +166,9 @@ OpResult Engine::Wait(Handle handle) {
 }
 
 void Engine::EnqueueAndDrive(std::vector<OpSpec> specs, bool grouped,
-                             std::vector<DoneCallback> callbacks,
-                             std::chrono::microseconds budget) {
-  const auto deadline = std::chrono::steady_clock::now() + budget;
-  const bool drive = kernels_drive_ && t_driving == nullptr && budget.count() > 0;
+                             std::vector<DoneCallback> callbacks, const KernelDrive& limits) {
+  const auto deadline = std::chrono::steady_clock::now() + limits.budget;
+  const bool drive = kernels_drive_ && t_driving == nullptr && limits.budget.count() > 0;
   DeferredCallbacks deferred;
   if (drive) {
     deferred.owner = NextDriveCall();
@@ -195,15 +194,20 @@ void Engine::EnqueueAndDrive(std::vector<OpSpec> specs, bool grouped,
       queue_.Wake();  // as in Wait: the thread running cycles may be polling coarsely
       return;
     }
+    if (limits.only_when_idle && (AnyPending() || AnyUnsent())) {
+      driving.unlock();
+      queue_.Wake();  // the loop finishes these ops along with what is in flight
+      return;
+    }
     t_deferred = &deferred;
-    DriveUntilDone(ids, count, deadline);
+    DriveUntilDone(ids, count, deadline, limits.max_cycles);
     t_deferred = nullptr;
   }
   for (DeferredCall& call : deferred.calls) call.done(call.status, std::move(call.result));
 }
 
 void Engine::DriveUntilDone(const Handle* handles, size_t count,
-                            std::chrono::steady_clock::time_point deadline) {
+                            std::chrono::steady_clock::time_point deadline, int max_cycles) {
   UseFineTimerSlack();
   DrivingMark mark(this);
   CallerDriving caller(&caller_driving_);
@@ -211,7 +215,8 @@ void Engine::DriveUntilDone(const Handle* handles, size_t count,
     return std::all_of(handles, handles + count,
                        [&](Handle handle) { return handles_.DoneOrUnknown(handle); });
   };
-  while (!stopped_ && !all_done()) {
+  for (int cycles = 0; !stopped_ && !all_done(); ++cycles) {
+    if (max_cycles > 0 && cycles == max_cycles) break;
     const auto wait = TimeUntilNextCycle();
     if (wait.count() > 0) {
       if (std::chrono::steady_clock::now() + wait >= deadline) break;

@@ -190,23 +190,37 @@ std::vector<Handle> EnqueueGroup(std::vector<OpSpec> specs);
 // Throws Error for bad arguments, in which case no callback runs.
 void EnqueueWithCallback(OpSpec spec, DoneCallback done);
 void EnqueueGroupWithCallbacks(std::vector<OpSpec> specs, std::vector<DoneCallback> done);
+// How long a framework kernel's thread runs the negotiation cycles for its own ops
+// (EnqueueWithCallbacksAndDrive). A cycle among ranks that arrived together takes a
+// few to tens of microseconds; a kernel waiting longer for a late rank would hold its
+// thread from the program's independent work.
+struct KernelDrive {
+  std::chrono::microseconds budget{200};  // checked between cycles
+  int max_cycles = 0;                     // 0: as many as the budget allows
+  // Drive only when nothing else is in flight on this rank. Where a program's
+  // collectives are issued in an order that differs between ranks, a kernel driving
+  // for its op would wait for a rank that is submitting another op first, and hold its
+  // own thread from submitting that one.
+  bool only_when_idle = false;
+};
+// XLA runs a program's custom calls one after another, in the same order on every
+// rank: drive until the op completes, within the budget.
+inline constexpr KernelDrive kInOrderKernelDrive{};
+// TensorFlow's executor issues independent kernels from several threads, in an order
+// that differs between ranks: drive one cycle, and only for a lone op.
+inline constexpr KernelDrive kUnorderedKernelDrive{std::chrono::microseconds(200), 1, true};
+
 // Like EnqueueWithCallback (one spec) or EnqueueGroupWithCallbacks (`grouped`), after
-// which the calling thread runs the negotiation cycles itself while its ops are pending and
-// no other thread is running them, for up to about `budget` (checked between cycles;
-// one cycle waits for the other ranks' next one). An op that every rank submits at
-// about the same time then completes before this returns, its callback running on
-// this thread (after it has let go of the cycles, before this returns), without a
-// hand-off to the background thread and back. What is still pending after the budget
-// completes on the background thread, as with the plain calls. For framework kernels
-// that may not block until every rank arrives (an XLA FFI handler, a TensorFlow async
-// kernel).
-// The default budget: a cycle among ranks that arrived together takes a few to tens of
-// microseconds, and a kernel waiting longer for a late rank would hold its thread from
-// the program's independent work.
-constexpr std::chrono::microseconds kKernelDriveBudget{200};
+// which the calling thread runs the negotiation cycles itself while its ops are pending,
+// no other thread is running them, and `drive` allows (one cycle waits for the other
+// ranks' next one). An op that every rank submits at about the same time then
+// completes before this returns, its callback running on this thread (after it has let
+// go of the cycles, before this returns), without a hand-off to the background thread
+// and back. What is still pending afterwards completes on the background thread, as
+// with the plain calls. For framework kernels that may not block until every rank
+// arrives (an XLA FFI handler, a TensorFlow async kernel).
 void EnqueueWithCallbacksAndDrive(std::vector<OpSpec> specs, std::vector<DoneCallback> done,
-                                  bool grouped,
-                                  std::chrono::microseconds budget = kKernelDriveBudget);
+                                  bool grouped, const KernelDrive& drive = kInOrderKernelDrive);
 
 // The name for an unnamed op of `kind` ("allreduce", ...): a counter per kind and
 // process set, so ranks that submit their unnamed ops in the same order get the same

@@ -40,6 +40,17 @@ class InProcessJob {
           std::make_unique<Engine>(std::move(world), config, handles_[rank], namers_[rank]));
     }
   }
+  // Every rank shuts down at about the same time, as a job's processes do at exit: one
+  // rank's shutdown waits for the others' next cycle, and their loops may be parked
+  // for up to 32 cycle times.
+  ~InProcessJob() {
+    std::vector<std::thread> stopping;
+    for (auto& engine : engines_) stopping.emplace_back([&engine] { engine.reset(); });
+    for (auto& thread : stopping) thread.join();
+  }
+  InProcessJob(const InProcessJob&) = delete;
+  InProcessJob& operator=(const InProcessJob&) = delete;
+
   int size() const { return hub_.size(); }
   const InProcessHub& hub() const { return hub_; }
   Engine& engine(int rank) { return *engines_.at(rank); }
@@ -274,7 +285,7 @@ TEST(EngineLoop, OpsSubmittedTogetherFinishOnTheSubmittingThreadBeforeEnqueueAnd
         std::vector<OpSpec> specs{SumOf("together", &inputs[rank], &outputs[rank])};
         std::vector<DoneCallback> callbacks{Recording(records[rank])};
         job.engine(rank).EnqueueAndDrive(std::move(specs), false, std::move(callbacks),
-                                         std::chrono::seconds(60));
+                                         KernelDrive{std::chrono::seconds(60)});
         ran_before_return[rank] = records[rank].ran;
       });
     }
@@ -299,7 +310,7 @@ TEST(EngineLoop, EnqueueAndDriveReturnsAfterItsBudgetWhenAPeerIsLate) {
   std::vector<DoneCallback> callbacks{Recording(early)};
   const auto started = std::chrono::steady_clock::now();
   job.engine(0).EnqueueAndDrive(std::move(specs), false, std::move(callbacks),
-                                std::chrono::milliseconds(1));
+                                KernelDrive{std::chrono::milliseconds(1)});
   const auto took = std::chrono::steady_clock::now() - started;
   EXPECT_FALSE(early.ran);  // rank 1 has not submitted yet: it cannot have finished
   EXPECT_LT(took, std::chrono::seconds(5));
@@ -312,6 +323,68 @@ TEST(EngineLoop, EnqueueAndDriveReturnsAfterItsBudgetWhenAPeerIsLate) {
   EXPECT_NE(early.thread, std::this_thread::get_id());
   EXPECT_EQ(early.error, "");
   EXPECT_EQ(outputs, (std::vector<float>{3, 3}));
+}
+
+// Submits `name` on `rank` through EnqueueAndDrive with a budget far beyond the test's
+// patience, so only `drive`'s other limits can make it return early. How long it took.
+std::chrono::steady_clock::duration DriveFor(InProcessJob& job, int rank, const std::string& name,
+                                             KernelDrive drive, float* input, float* output,
+                                             CallbackRecord& record) {
+  drive.budget = std::chrono::seconds(60);
+  std::vector<OpSpec> specs{SumOf(name, input, output)};
+  std::vector<DoneCallback> callbacks{Recording(record)};
+  const auto started = std::chrono::steady_clock::now();
+  job.engine(rank).EnqueueAndDrive(std::move(specs), false, std::move(callbacks), drive);
+  return std::chrono::steady_clock::now() - started;
+}
+
+// max_cycles bounds the drive whatever its budget: with the peer not submitting, one
+// cycle (which waits for the peer's next idle cycle) and the caller's thread is free.
+TEST(EngineLoop, EnqueueAndDriveStopsAfterMaxCycles) {
+  InProcessJob job(2, TestConfig(), /*callers_may_drive=*/true);
+  std::vector<float> inputs{1, 2}, outputs(2);
+  CallbackRecord early;
+  KernelDrive one_cycle;
+  one_cycle.max_cycles = 1;
+  const auto took = DriveFor(job, 0, "one cycle", one_cycle, &inputs[0], &outputs[0], early);
+  EXPECT_LT(took, std::chrono::seconds(5));
+  EXPECT_FALSE(early.ran);
+  std::vector<OpSpec> late{SumOf("one cycle", &inputs[1], &outputs[1])};
+  job.handles(1).Wait(job.engine(1).Enqueue(std::move(late), false).front());
+  for (int tries = 0; tries < 500 && !early.ran; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(early.ran);
+  EXPECT_EQ(outputs, (std::vector<float>{3, 3}));
+}
+
+// only_when_idle: with another op of this rank still in flight, the caller does not
+// drive at all (it would wait for a rank that submits that other op first), and the
+// loop finishes both once the peer submits them, in the other order.
+TEST(EngineLoop, EnqueueAndDriveOnlyWhenIdleLeavesOpsBehindOthersToTheLoop) {
+  InProcessJob job(2, TestConfig(), /*callers_may_drive=*/true);
+  std::vector<float> inputs{1, 2}, first_out(2), second_out(2);
+  std::vector<OpSpec> first{SumOf("first", &inputs[0], &first_out[0])};
+  const Handle first_handle = job.engine(0).Enqueue(std::move(first), false).front();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // admitted: pending
+  CallbackRecord second;
+  KernelDrive when_idle;
+  when_idle.only_when_idle = true;
+  const auto took = DriveFor(job, 0, "second", when_idle, &inputs[0], &second_out[0], second);
+  EXPECT_LT(took, std::chrono::seconds(5));
+  EXPECT_FALSE(second.ran);
+  std::vector<OpSpec> peer{SumOf("second", &inputs[1], &second_out[1]),
+                           SumOf("first", &inputs[1], &first_out[1])};
+  for (Handle handle : job.engine(1).Enqueue(std::move(peer), false)) job.handles(1).Wait(handle);
+  job.handles(0).Wait(first_handle);
+  for (int tries = 0; tries < 500 && !second.ran; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(second.ran);
+  EXPECT_NE(second.thread, std::this_thread::get_id());
+  EXPECT_EQ(second.error, "");
+  EXPECT_EQ(first_out, (std::vector<float>{3, 3}));
+  EXPECT_EQ(second_out, (std::vector<float>{3, 3}));
 }
 
 }  // namespace
