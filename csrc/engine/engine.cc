@@ -38,9 +38,9 @@ Engine::Engine(World world, const Config& config, HandleTable& handles, OpNamer&
       handles_(handles),
       namer_(namer),
       table_(world_.topology.size) {
-  sets_[0] = std::make_unique<ProcessSet>(0, world_.communicator, *table_.Ranks(0), topology(),
-                                          config_, logger_, timeline_, IdleWait(), CallerWait(),
-                                          world_.hostnames, call_clock_);
+  sets_[0] =
+      std::make_unique<ProcessSet>(0, world_.communicator, *table_.Ranks(0), topology(), config_,
+                                   logger_, timeline_, IdleWait(), world_.hostnames, call_clock_);
   // A second past negotiation's own verdict, which names the ranks, comes first.
   watchdog_ = std::make_unique<CollectiveWatchdog>(
       call_clock_, *world_.communicator, world_.communicator->NewSilenceFinder(), world_.hostnames,
@@ -84,10 +84,6 @@ void Engine::StartAutotune() {
 
 IdleWait Engine::IdleWait() {
   return [this](std::chrono::microseconds timeout) { return queue_.WaitForWork(timeout); };
-}
-
-CallerWait Engine::CallerWait() {
-  return [this](std::chrono::microseconds timeout) { return queue_.WaitForBlockedCaller(timeout); };
 }
 
 Engine::~Engine() { Shutdown(); }

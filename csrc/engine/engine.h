@@ -81,7 +81,6 @@ class Engine {
   // exist or that this rank is not in.
   Topology TopologyFor(OpSpec& spec) const;
   lockstep::IdleWait IdleWait();
-  lockstep::CallerWait CallerWait();
   static std::chrono::microseconds CycleTime(const Config& config);
   // engine_driving.cc: who runs the cycles. Whoever holds driver_ runs them, one
   // thread at a time: the background loop, or a caller waiting for its own op.

@@ -52,18 +52,6 @@ class CallerDriving {
   bool* flag_;
 };
 
-// Counts this thread among the callers blocked on an op (TensorQueue::AddBlockedCaller).
-class BlockedCaller {
- public:
-  explicit BlockedCaller(TensorQueue* queue) : queue_(queue) { queue_->AddBlockedCaller(); }
-  ~BlockedCaller() { queue_->RemoveBlockedCaller(); }
-  BlockedCaller(const BlockedCaller&) = delete;
-  BlockedCaller& operator=(const BlockedCaller&) = delete;
-
- private:
-  TensorQueue* queue_;
-};
-
 // Callbacks of EnqueueAndDrive's ops that complete on the thread driving for them run
 // once it has let go of the cycles: they are a framework's continuation (a TensorFlow
 // kernel's done), which may go on to run more of the user's program. Other ops'
@@ -168,10 +156,8 @@ OpResult Engine::Wait(Handle handle) {
   std::unique_lock<std::mutex> drive(driver_, std::try_to_lock);
   if (!drive.owns_lock()) {
     // Another thread runs the cycles; it may be waiting for peers with nothing of its
-    // own at stake, polling coarsely: tell it local work arrived, and that its waits
-    // now hold this caller up.
+    // own at stake, polling coarsely: tell it local work arrived.
     queue_.Wake();
-    BlockedCaller blocked(&queue_);
     return handles_.Wait(handle);
   }
   DriveUntilDone(&handle, 1, std::chrono::steady_clock::time_point::max());

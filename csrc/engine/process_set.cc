@@ -31,12 +31,11 @@ std::vector<std::string> HostnamesOf(const std::vector<int>& ranks,
 }
 
 std::unique_ptr<Exchange> NewExchange(Communicator& comm, const Config& config, IdleWait idle_wait,
-                                      CallerWait caller_wait, std::vector<std::string> hostnames) {
+                                      std::vector<std::string> hostnames) {
   ExchangeOptions options;
   options.hostnames = std::move(hostnames);
   options.timeout_seconds = config.peer_timeout_seconds;
   options.idle_wait = std::move(idle_wait);
-  options.caller_wait = std::move(caller_wait);
   options.idle_poll_cap = std::chrono::microseconds(
       std::max<int64_t>(50, static_cast<int64_t>(config.cycle_time_ms * 1000)));
   options.and_words = CycleBitsWords(config.cache_capacity);
@@ -66,15 +65,14 @@ GpuCollectivesOptions GpuOptions(int32_t id, Communicator& comm, const Config& c
 
 ProcessSet::ProcessSet(int32_t id, std::shared_ptr<Communicator> comm, std::vector<int> ranks,
                        const Topology& topology, const Config& config, const Logger& logger,
-                       Timeline& timeline, IdleWait idle_wait, CallerWait caller_wait,
+                       Timeline& timeline, IdleWait idle_wait,
                        const std::vector<std::string>& hostnames, CallClock& clock)
     : id_(id),
       comm_(std::move(comm)),
       ranks_(std::move(ranks)),
       topology_(topology),
       backend_(comm_->NewHostBackend(HostOptions(id, config), clock)),
-      controller_(NewExchange(*comm_, config, std::move(idle_wait), std::move(caller_wait),
-                              HostnamesOf(ranks_, hostnames)),
+      controller_(NewExchange(*comm_, config, std::move(idle_wait), HostnamesOf(ranks_, hostnames)),
                   topology_, config, logger),
       runner_(topology_, *backend_, timeline, config.chunk_bytes, GpuOptions(id, *comm_, config)) {
   if (id_ != 0) controller_.SetScope(Scope());

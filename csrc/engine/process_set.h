@@ -27,8 +27,8 @@ class ProcessSet {
   // `clock`: where the backend marks its blocking calls, for the engine's watchdog.
   ProcessSet(int32_t id, std::shared_ptr<Communicator> comm, std::vector<int> ranks,
              const Topology& topology, const Config& config, const Logger& logger,
-             Timeline& timeline, IdleWait idle_wait, CallerWait caller_wait,
-             const std::vector<std::string>& hostnames, CallClock& clock);
+             Timeline& timeline, IdleWait idle_wait, const std::vector<std::string>& hostnames,
+             CallClock& clock);
   ProcessSet(const ProcessSet&) = delete;
   ProcessSet& operator=(const ProcessSet&) = delete;
 

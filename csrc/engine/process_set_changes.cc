@@ -109,9 +109,9 @@ void Engine::CreateSet(int32_t id, const std::vector<int>& ranks) {
     throw Error(std::string(e.what()) + " while creating process set " + std::to_string(id));
   }
   if (!member) return;
-  sets_[id] = std::make_unique<ProcessSet>(id, std::move(comm), ranks, set_topology, config_,
-                                           logger_, timeline_, IdleWait(), CallerWait(),
-                                           world_.hostnames, call_clock_);
+  sets_[id] =
+      std::make_unique<ProcessSet>(id, std::move(comm), ranks, set_topology, config_, logger_,
+                                   timeline_, IdleWait(), world_.hostnames, call_clock_);
 }
 
 void Engine::DropSet(int32_t id) {

@@ -23,16 +23,12 @@ class PeerTimeout : public Error {
 
 // Sleeps up to the given time, returning true early when local work arrives.
 using IdleWait = std::function<bool(std::chrono::microseconds)>;
-// Sleeps up to the given time, returning true at once, or early, while a caller's
-// thread is blocked on an op this thread's cycle may finish (TensorQueue).
-using CallerWait = std::function<bool(std::chrono::microseconds)>;
 
 // What every transport's exchange is made with.
 struct ExchangeOptions {
   std::vector<std::string> hostnames;  // [r]: rank r's host, for messages
   double timeout_seconds = 0;          // LOCKSTEP_PEER_TIMEOUT_SECONDS; 0 waits forever
   IdleWait idle_wait;
-  CallerWait caller_wait;  // may be empty: the pending waits then sleep their full pauses
   std::chrono::microseconds idle_poll_cap{1000};  // longest sleep between polls while idle
   size_t and_words = 0;  // AndAcrossRanks' vector length, the same on every rank
   // CombineAcrossRanks' vector length, the same on every rank; 0: it is never called

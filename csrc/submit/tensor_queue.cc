@@ -78,24 +78,6 @@ void TensorQueue::Wake() {
   cv_.notify_one();
 }
 
-void TensorQueue::AddBlockedCaller() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++blocked_callers_;
-  }
-  caller_cv_.notify_all();
-}
-
-void TensorQueue::RemoveBlockedCaller() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  --blocked_callers_;
-}
-
-bool TensorQueue::WaitForBlockedCaller(std::chrono::microseconds timeout) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  return caller_cv_.wait_for(lock, timeout, [&] { return blocked_callers_ > 0; });
-}
-
 void TensorQueue::Close(const std::string& reason) {
   std::lock_guard<std::mutex> lock(mutex_);
   closed_ = true;

@@ -51,13 +51,6 @@ class TensorQueue {
   // the first two cases.
   bool WaitForWork(std::chrono::microseconds timeout);
   void Wake();
-  // Callers blocked on an op while another thread runs the cycles. That thread's waits
-  // for other ranks then stop sleeping: how soon the cycle ends has become someone's
-  // latency (at the end of a training step, the optimizer's synchronize()).
-  void AddBlockedCaller();
-  void RemoveBlockedCaller();
-  // Sleeps up to `timeout`; returns true at once, or as soon as, a caller is blocked.
-  bool WaitForBlockedCaller(std::chrono::microseconds timeout);
   // After Close, Push throws Error(reason).
   void Close(const std::string& reason);
 
@@ -67,8 +60,6 @@ class TensorQueue {
   std::vector<TensorEntry> entries_;
   std::unordered_set<std::string> in_flight_;  // InFlightKey(set, name)
   bool woken_ = false;
-  std::condition_variable caller_cv_;  // separate: new work must not end these sleeps
-  int blocked_callers_ = 0;
   bool closed_ = false;
   std::string close_reason_;
 };

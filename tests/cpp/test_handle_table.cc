@@ -304,25 +304,6 @@ TEST(TensorQueueTest, WaitForWorkSaysWhetherWorkOrAWakeEndedIt) {
   EXPECT_FALSE(queue.WaitForWork(milliseconds(1)));
 }
 
-// The background thread's waits for other ranks sleep until a caller blocks on its
-// cycle; new work (a gradient hook's push) must not cut those sleeps short.
-TEST(TensorQueueTest, WaitForBlockedCallerEndsWhenACallerBlocksNotOnPushes) {
-  TensorQueue queue;
-  std::future<bool> waiter =
-      std::async(std::launch::async, [&] { return queue.WaitForBlockedCaller(kPatience); });
-  queue.Push({Entry("a")});
-  queue.Wake();
-  EXPECT_EQ(waiter.wait_for(kBlocked), std::future_status::timeout);
-  queue.AddBlockedCaller();
-  ASSERT_EQ(waiter.wait_for(kPatience / 2), std::future_status::ready);
-  EXPECT_TRUE(waiter.get());
-  EXPECT_TRUE(queue.WaitForBlockedCaller(milliseconds(1)));  // still blocked: at once
-  queue.RemoveBlockedCaller();
-  const auto start = SteadyClock::now();
-  EXPECT_FALSE(queue.WaitForBlockedCaller(milliseconds(20)));
-  EXPECT_GE(SteadyClock::now() - start, milliseconds(20));
-}
-
 TEST(TensorQueueTest, CloseMakesPushThrowTheReason) {
   TensorQueue queue;
   queue.Push({Entry("a")});

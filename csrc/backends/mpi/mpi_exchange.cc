@@ -280,8 +280,6 @@ bool MpiExchange::Test(MPI_Request* requests, int count) {
 // collectives do (for up to 5 ms; a peer that late is busy elsewhere, and polling on
 // would only burn the core): sleeping there made whichever rank arrived first wake up
 // to 100 us after the other, and the two took turns being late by that much. The
-// background thread polls that way too once a caller blocks on its cycle (at the end of
-// a training step, the optimizer's synchronize()): its sleeps end when one does. The
 // peers are checked at most once per millisecond: each check is two more calls into
 // MPI's progress engine.
 void MpiExchange::Wait(MPI_Request* request, WaitMode mode, int count) {
@@ -308,21 +306,9 @@ void MpiExchange::Wait(MPI_Request* request, WaitMode mode, int count) {
     peers.Check([&] { CheckPeers(&deadline); });
   }
   auto pause = kFirstBusyPause;
-  // A caller blocked on the background thread's cycle has nothing else to run either:
-  // then poll as for a caller (once), instead of sleeping through the peer's arrival.
-  const bool caller_may_block = mode != WaitMode::kCaller && options_.caller_wait;
-  auto caller_spin_until = Clock::time_point::min();
   while (!Test(request, count)) {
     peers.Check([&] { CheckPeers(&deadline); });
-    if (Clock::now() < caller_spin_until) {
-      if (options_.cores_shared) std::this_thread::yield();
-      continue;
-    }
-    if (caller_may_block && caller_spin_until == Clock::time_point::min()) {
-      if (options_.caller_wait(pause)) caller_spin_until = Clock::now() + microseconds(5000);
-    } else {
-      std::this_thread::sleep_for(pause);
-    }
+    std::this_thread::sleep_for(pause);
     pause = NextBusyPause(pause, Clock::now() - started, size_);  // peer_deadline.h
   }
 }
