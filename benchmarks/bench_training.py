@@ -1,9 +1,10 @@
 """Benchmark 4: training throughput of the Fashion-MNIST convnet (batch 64 per rank).
 
-Four copies of the model, identically initialized, train side by side in one
+Five copies of the model, identically initialized, train side by side in one
 process, block by block: with no communication at all, with only a per-step
-synchronization (one 4-byte allreduce), with lockstep's DistributedOptimizer, and
-with torch DDP over gloo. One torch thread per rank.
+synchronization (one 4-byte allreduce), with lockstep's DistributedOptimizer (its
+default, an allreduce per gradient started during backward, and groups=1, one
+allreduce per step), and with torch DDP over gloo. One torch thread per rank.
 Each block is a fixed number of steps; throughput = samples of all ranks / time
 of the slowest rank. The driver runs this at 1 and at 2 ranks and computes the
 scaling efficiency throughput(2) / (2 x throughput(1)).
@@ -19,6 +20,7 @@ from thread_cpu import ThreadMeter
 from torch.nn.parallel import DistributedDataParallel
 
 TRAINING_VARIANT = "lockstep DistributedOptimizer"
+GROUPED_VARIANT = "lockstep DistributedOptimizer, groups=1"
 
 BATCH_SIZE = 64
 SEED = 42
@@ -57,6 +59,12 @@ def make_variants(ctx, batches, steps):
         new_sgd(lockstep_model.parameters()), named_parameters=lockstep_model.named_parameters()
     )
     ls.broadcast_parameters(lockstep_model.state_dict(), root_rank=0)
+    # Horovod's `groups` argument: every gradient in one group, so one allreduce per
+    # step, submitted when the last gradient is ready (fewer cycles, less overlap).
+    grouped_model = new_model()
+    grouped_optimizer = ls.DistributedOptimizer(
+        new_sgd(grouped_model.parameters()), named_parameters=grouped_model.named_parameters(), groups=1
+    )
     ddp = DistributedDataParallel(new_model())
     ddp_optimizer = new_sgd(ddp.parameters())
     synced = new_model()
@@ -69,6 +77,7 @@ def make_variants(ctx, batches, steps):
         # Its efficiency is the ceiling for the averaging variants on jittery cores.
         "per-step sync only": (synced, synced_optimizer, lambda: ls.allreduce(flag, name="bench.step.sync")),
         TRAINING_VARIANT: (lockstep_model, lockstep_optimizer, None),
+        GROUPED_VARIANT: (grouped_model, grouped_optimizer, None),
         "torch DDP (gloo)": (ddp, ddp_optimizer, None),
     }
     blocks = {
