@@ -290,19 +290,15 @@ void Engine::UpdateBackoff(bool made_progress, bool had_pending, const Negotiati
   // polls for the others) on a core that is computing. Latency does not suffer: new
   // local work starts a cycle at once, and the others join it as soon as they submit
   // the same collective, which is the earliest it could complete anyway.
-  const bool in_every_set = sets_.size() == table_.Ids().size();
   if (made_progress) {
-    // A caller that drove this cycle for its own op drives for its next one too, and
-    // work handed to the loop wakes it: its idle timer need not restart short. Waking
-    // every cycle_time took the core from a TensorFlow program between its ops (about
-    // 5 us per tf.function call that ran a 4 B allreduce).
-    idle_stretch_ = (caller_driving_ && in_every_set) ? kMaxIdleStretch : 1;
+    idle_stretch_ = 1;
   } else if (result.any_rank_waiting) {
     // Some rank waits. When this rank has nothing pending and is in every process set,
     // the waiting rank needs work this rank has not submitted yet, and submitting starts
     // a cycle at once; idle cycles in between would only make it start its wait over
     // (more wake-ups). A rank outside some set keeps cycling: that set's members cycle
     // through the global set's negotiation, so they would wait for this rank's cycles.
+    const bool in_every_set = sets_.size() == table_.Ids().size();
     idle_stretch_ = (had_pending || !in_every_set) ? 1 : kMaxIdleStretch;
   } else {
     idle_stretch_ = std::min(idle_stretch_ * 2, kMaxIdleStretch);
