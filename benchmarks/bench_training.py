@@ -3,8 +3,9 @@
 Five copies of the model, identically initialized, train side by side in one
 process, block by block: with no communication at all, with only a per-step
 synchronization (one 4-byte allreduce), with lockstep's DistributedOptimizer (its
-default, an allreduce per gradient started during backward, and groups=1, one
-allreduce per step), and with torch DDP over gloo. One torch thread per rank.
+default, gradients handed over in buckets, and groups=0, each gradient handed over
+the moment backward produces it, as Horovod does), and with torch DDP over gloo.
+One torch thread per rank.
 Each block is a fixed number of steps; throughput = samples of all ranks / time
 of the slowest rank. The driver runs this at 1 and at 2 ranks and computes the
 scaling efficiency throughput(2) / (2 x throughput(1)).
@@ -20,7 +21,7 @@ from thread_cpu import ThreadMeter
 from torch.nn.parallel import DistributedDataParallel
 
 TRAINING_VARIANT = "lockstep DistributedOptimizer"
-GROUPED_VARIANT = "lockstep DistributedOptimizer, groups=1"
+PER_GRADIENT_VARIANT = "lockstep DistributedOptimizer, groups=0 (per gradient)"
 
 BATCH_SIZE = 64
 SEED = 42
@@ -59,11 +60,11 @@ def make_variants(ctx, batches, steps):
         new_sgd(lockstep_model.parameters()), named_parameters=lockstep_model.named_parameters()
     )
     ls.broadcast_parameters(lockstep_model.state_dict(), root_rank=0)
-    # Horovod's `groups` argument: every gradient in one group, so one allreduce per
-    # step, submitted when the last gradient is ready (fewer cycles, less overlap).
-    grouped_model = new_model()
-    grouped_optimizer = ls.DistributedOptimizer(
-        new_sgd(grouped_model.parameters()), named_parameters=grouped_model.named_parameters(), groups=1
+    # groups=0: no buckets, each gradient's allreduce submitted as soon as backward
+    # produces it, as Horovod does (a negotiation cycle for almost every gradient).
+    per_gradient_model = new_model()
+    per_gradient_optimizer = ls.DistributedOptimizer(
+        new_sgd(per_gradient_model.parameters()), named_parameters=per_gradient_model.named_parameters(), groups=0
     )
     ddp = DistributedDataParallel(new_model())
     ddp_optimizer = new_sgd(ddp.parameters())
@@ -77,7 +78,7 @@ def make_variants(ctx, batches, steps):
         # Its efficiency is the ceiling for the averaging variants on jittery cores.
         "per-step sync only": (synced, synced_optimizer, lambda: ls.allreduce(flag, name="bench.step.sync")),
         TRAINING_VARIANT: (lockstep_model, lockstep_optimizer, None),
-        GROUPED_VARIANT: (grouped_model, grouped_optimizer, None),
+        PER_GRADIENT_VARIANT: (per_gradient_model, per_gradient_optimizer, None),
         "torch DDP (gloo)": (ddp, ddp_optimizer, None),
     }
     blocks = {

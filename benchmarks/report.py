@@ -118,6 +118,7 @@ def training_section(training):
                 _number(values.get("efficiency"), "{:.2f}"),
                 _number(values.get("efficiency_best"), "{:.2f}"),
                 _number(values.get("efficiency_vs_plain"), "{:.2f}"),
+                _number(values.get("paired_vs_sync"), "{:.3f}"),
                 in_sync,
             ]
         )
@@ -134,6 +135,7 @@ def training_section(training):
         "scaling efficiency",
         "efficiency of the fastest blocks",
         "vs. 1 rank without communication",
+        "2 ranks over per-step sync, paired per round (median)",
         "weights identical on both ranks",
     ]
     return f"### 4. Training throughput: Fashion-MNIST convnet ({detail})\n\n" + markdown_table(headers, table)

@@ -187,6 +187,11 @@ std::vector<Handle> EnqueueGroup(std::vector<OpSpec> specs) {
   return RunningEngine()->Enqueue(std::move(specs), /*grouped=*/true);
 }
 
+std::vector<Handle> EnqueueBatch(std::vector<OpSpec> specs, bool wake_background, bool grouped) {
+  if (specs.empty()) return {};
+  return RunningEngine()->Enqueue(std::move(specs), grouped, {}, wake_background);
+}
+
 void EnqueueWithCallback(OpSpec spec, DoneCallback done) {
   std::vector<OpSpec> one;
   one.push_back(std::move(spec));

@@ -9,12 +9,14 @@
 #include <string>
 #include <tuple>
 
+#include "bindings/batch_ops.h"
 #include "bindings/python_errors.h"
 #include "bindings/sync_allreduce.h"
 #include "lockstep/lockstep.h"
 
 namespace py = pybind11;
 using namespace lockstep;
+using lockstep::bindings::BindBatchOps;
 using lockstep::bindings::BindErrors;
 using lockstep::bindings::BindSyncAllreduce;
 
@@ -270,6 +272,7 @@ PYBIND11_MODULE(_core, m) {
   std::apply([&](auto&&... args) { m.def("enqueue_op", &EnqueueOp, args...); }, op_args());
   std::apply([&](auto&&... args) { m.def("run_op", &RunOp, args...); }, op_args());
   BindSyncAllreduce(m);  // run_allreduce, run_allreduce_arrays
+  BindBatchOps(m);       // enqueue_allreduces, wait_all
   m.def(
       "gpu_stream",
       [](int device, int32_t process_set_id) {

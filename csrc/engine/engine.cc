@@ -110,7 +110,8 @@ std::vector<Handle> Engine::Enqueue(std::vector<OpSpec> specs, bool grouped,
     entries[i].handle = handles_.Allocate(callbacks.empty() ? nullptr : std::move(callbacks[i]));
     handles.push_back(entries[i].handle);
   }
-  Submit(entries.data(), entries.size(), wake_loop);
+  // Where callers cannot run cycles, nobody but the loop would.
+  Submit(entries.data(), entries.size(), wake_loop || !callers_drive_);
   return handles;
 }
 

@@ -46,7 +46,8 @@ class Engine {
 
   // `callbacks` is empty (the caller waits on the returned handles) or holds one
   // callback per spec. `wake_loop` false: the caller is about to Wait and run the
-  // cycle itself, so waking the background thread would only make it compete.
+  // cycle itself, so waking the background thread would only make it compete (where
+  // callers may not run cycles, the loop is woken all the same).
   std::vector<Handle> Enqueue(std::vector<OpSpec> specs, bool grouped,
                               std::vector<DoneCallback> callbacks = {}, bool wake_loop = true);
   // Blocks until the op is done and returns its result (throws Error when it failed).

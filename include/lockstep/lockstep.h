@@ -186,6 +186,15 @@ void StopTimeline();
 Handle Enqueue(OpSpec spec);
 // A group is negotiated as a unit and, where compatible, fused together.
 std::vector<Handle> EnqueueGroup(std::vector<OpSpec> specs);
+// Independent ops handed over together: each is negotiated under its own name, as with
+// Enqueue, but the background thread is woken once for all of them, so they usually
+// meet in one cycle and fuse. `wake_background` false: the caller is about to Wait
+// for them, and its thread then runs the cycle itself, sparing a hand-off to the
+// background thread and back (which still picks them up at its next cycle otherwise).
+// `grouped`: negotiated as a unit, as EnqueueGroup. Throws Error for a bad spec, and
+// then queues none.
+std::vector<Handle> EnqueueBatch(std::vector<OpSpec> specs, bool wake_background = true,
+                                 bool grouped = false);
 // Like Enqueue/EnqueueGroup, but each op reports through its callback (one per spec).
 // Throws Error for bad arguments, in which case no callback runs.
 void EnqueueWithCallback(OpSpec spec, DoneCallback done);

@@ -386,5 +386,26 @@ TEST(EngineLoop, EnqueueAndDriveOnlyWhenIdleLeavesOpsBehindOthersToTheLoop) {
   EXPECT_EQ(second_out, (std::vector<float>{3, 3}));
 }
 
+// Ops enqueued without waking the loop (the caller means to run their cycle itself)
+// still start at once where callers may not run cycles: the loop is woken all the
+// same, instead of finding them at its next idle cycle (here 500 ms or more away).
+TEST(EngineLoop, OpsEnqueuedWithoutWakingTheLoopStartAtOnceWhereCallersCannotDrive) {
+  Config config = TestConfig();
+  config.cycle_time_ms = 500;
+  InProcessJob job(2, config, /*callers_may_drive=*/false);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // both loops parked
+  std::vector<float> inputs{1, 2}, outputs(2);
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<Handle> handles;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<OpSpec> one{SumOf("unwoken", &inputs[rank], &outputs[rank])};
+    handles.push_back(
+        job.engine(rank).Enqueue(std::move(one), false, {}, /*wake_loop=*/false).front());
+  }
+  for (int rank = 0; rank < 2; ++rank) job.handles(rank).Wait(handles[rank]);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(250));
+  EXPECT_EQ(outputs, (std::vector<float>{3, 3}));
+}
+
 }  // namespace
 }  // namespace lockstep

@@ -82,6 +82,16 @@ class OpDispatcher:
         )
         return self._handles.add(pending)
 
+    def allreduce_batch(self, tensors, outputs, scaling, names, finish, ps=0, wake_background=True, grouped=False):
+        """Allreduces, each under its own name, handed to the core in one call, so that
+        they usually meet in one cycle and fuse (a DistributedOptimizer's bucket of
+        gradients); `grouped`: negotiated as one unit, as grouped_allreduce. One handle
+        for all; `finish` receives their core Results. wake_background False: the
+        caller synchronizes soon and runs the cycle itself (lockstep.h, EnqueueBatch)."""
+        self._require_initialized()
+        names = [self._name("allreduce", name, ps) for name in names]
+        return self._allreduces(tensors, outputs, scaling, names, finish, ps, wake_background, grouped)
+
     def run_allreduce(
         self, dtype, shape, address, output_address, op, prescale, postscale, name, device=-1, ps=0, stream=0
     ):
@@ -177,14 +187,8 @@ class OpDispatcher:
         if len(tensors) == 0:
             raise ValueError("grouped_allreduce needs at least one tensor")
         base = self._name("grouped_allreduce", name, ps)
-        specs = []
-        for index, (tensor, output) in enumerate(zip(tensors, outputs)):
-            spec = self._reduction_spec(self._core.OpType.ALLREDUCE, tensor, scaling, ALLREDUCE_OPS, ps)
-            spec.output = output.address
-            spec.name = f"{base}.{index}"
-            specs.append(spec)
-        owners = tuple(t.owner for t in tensors) + tuple(o.owner for o in outputs)
-        return self._submit(specs, finish, owners, grouped=True)
+        names = [f"{base}.{index}" for index in range(len(tensors))]
+        return self._allreduces(tensors, outputs, scaling, names, finish, ps, grouped=True)
 
     def allgather(self, tensor, name, finish, ps=0):
         self._require_initialized()
@@ -284,17 +288,16 @@ class OpDispatcher:
     def synchronize(self, handle):
         """Wait for the op and return the frontend's result; raises LockstepError if it failed."""
         pending = self._handles.pop(handle)
-        results = []
-        first_error = None
-        # Wait on every member even after a failure so the core releases them all.
-        for core_handle in pending.core_handles:
-            try:
-                results.append(self._core.wait(core_handle))
-            except self._core.LockstepError as error:
-                first_error = first_error or error
-        self._restart_names_if_idle()
-        if first_error is not None:
-            raise first_error
+        core_handles = pending.core_handles
+        try:
+            if len(core_handles) == 1:
+                results = [self._core.wait(core_handles[0])]
+            else:
+                # Waits on every member even after a failure, so the core releases them
+                # all, then raises the first failure.
+                results = self._core.wait_all(core_handles)
+        finally:
+            self._restart_names_if_idle()
         if self.order_device_results is not None:
             self.order_device_results(results)
         return pending.finish(results)
@@ -356,6 +359,22 @@ class OpDispatcher:
             lambda: process_set_size(ps),
             dtype is self._core.DataType.BOOL,
         )
+
+    def _allreduces(self, tensors, outputs, scaling, names, finish, ps, wake_background=True, grouped=False):
+        """Allreduces sharing one op and scaling, in one call into the core."""
+        is_bool = any(tensor.dtype is self._core.DataType.BOOL for tensor in tensors)
+        reduce_op, prescale, postscale = self._reduction_args(
+            self._core.DataType.BOOL if is_bool else None, scaling, ALLREDUCE_OPS, "allreduce", ps
+        )
+        members = [
+            (name, t.dtype, t.shape, t.address, o.address, t.device, t.stream)
+            for t, o, name in zip(tensors, outputs, names)
+        ]
+        core_handles = self._core.enqueue_allreduces(
+            members, reduce_op, prescale, postscale, ps, wake_background, grouped
+        )
+        owners = tuple(t.owner for t in tensors) + tuple(o.owner for o in outputs)
+        return self._handles.add(PendingOp(core_handles=core_handles, finish=finish, keepalive=owners))
 
     def _submit(self, specs, finish, owners, grouped=False):
         if grouped:

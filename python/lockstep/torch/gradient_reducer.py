@@ -1,10 +1,13 @@
 """Allreduce of parameter gradients, started from backward-pass hooks.
 
 A hook on each parameter fires once autograd has accumulated that parameter's
-gradient, so its allreduce starts while the rest of the backward pass still runs.
-With backward_passes_per_step = k, gradients accumulate locally and only every
-k-th pass submits them. synchronize() submits whatever the hooks did not (unused
-parameters, partial accumulations) and waits for everything.
+gradient. A parameter in a bucket (lockstep.common.buckets) waits for the rest of
+its bucket, whose allreduces are then handed over together, while the rest of the
+backward pass still runs; a parameter in no bucket or group is submitted at once; an
+explicit group is reduced as one unit. With backward_passes_per_step = k, gradients
+accumulate locally and only every k-th pass submits them. synchronize() submits
+whatever the hooks did not (unused parameters, partial accumulations) and waits for
+everything.
 """
 
 import functools
@@ -32,15 +35,20 @@ class ReductionSettings:
 
 
 class GradientReducer:
-    def __init__(self, named_parameters, settings, backward_passes_per_step, groups):
+    def __init__(self, named_parameters, settings, backward_passes_per_step, groups, buckets=()):
         """named_parameters: (name, parameter) pairs to reduce; groups: lists of
-        parameters reduced as one unit (parameters in no group go alone)."""
+        parameters reduced as one unit; buckets: lists of parameters (in no group)
+        whose allreduces are submitted together once all are ready. Parameters in
+        neither go alone."""
         self._names = {param: name for name, param in named_parameters}
+        self._op_names = {param: f"allreduce.{name}" for name, param in named_parameters}
         self._params = [param for _, param in named_parameters]
         self._settings = settings
         self._passes_per_step = backward_passes_per_step
         self._groups = groups
         self._group_of = {param: index for index, group in enumerate(groups) for param in group}
+        self._buckets = [list(bucket) for bucket in buckets]
+        self._bucket_of = {param: index for index, bucket in enumerate(self._buckets) for param in bucket}
         self._hook_handles = []
         self._hook_lock = threading.Lock()
         self._active = False
@@ -71,9 +79,9 @@ class GradientReducer:
             _complete_all(in_flight)
 
     def _submit_remaining(self):
-        for param in self._params:
-            if param not in self._submitted and param not in self._group_of:
-                self._submit_alone(param)
+        remaining = [p for p in self._params if p not in self._submitted and p not in self._group_of]
+        if remaining:
+            self._submit_batch(remaining)
         for index in range(len(self._groups)):
             if not self._groups_submitted[index]:
                 self._submit_group(index)
@@ -100,7 +108,14 @@ class GradientReducer:
                 return
             group = self._group_of.get(param)
             if group is None:
-                self._submit_alone(param)
+                bucket = self._bucket_of.get(param)
+                if bucket is None:
+                    self._submit_alone(param)
+                    return
+                ready = self._ready_in_bucket[bucket]
+                ready.append(param)
+                if len(ready) == len(self._buckets[bucket]):
+                    self._submit_batch(ready)
                 return
             self._ready_in_group[group].add(param)
             if len(self._ready_in_group[group]) == len(self._groups[group]):
@@ -111,13 +126,42 @@ class GradientReducer:
     def _submit_alone(self, param):
         self._submitted.add(param)
         grad = self._dense_or_sparse_gradient(param)
-        name = f"allreduce.{self._names[param]}"
+        name = self._op_names[param]
         if grad.is_sparse:
             self._in_flight.append(self._submit_sparse(param, grad, name))
             return
         compressed, context = self._settings.compression.compress(grad)
         handle = mpi_ops.allreduce_async_(compressed, name=name, **self._reduction_arguments())
         self._in_flight.append(lambda: self._store(handle, [(param, context)]))
+
+    def _submit_batch(self, params):
+        """Each parameter's own allreduce, the dense ones handed over in one call."""
+        dense = []
+        for param in params:
+            self._submitted.add(param)
+            grad = self._dense_or_sparse_gradient(param)
+            if grad.is_sparse:
+                self._in_flight.append(self._submit_sparse(param, grad, self._op_names[param]))
+            else:
+                dense.append((param, grad))
+        if not dense:
+            return
+        compressed = [self._settings.compression.compress(grad) for _, grad in dense]
+        handle = mpi_ops.batched_allreduce_async_(
+            [tensor for tensor, _ in compressed],
+            [self._op_names[param] for param, _ in dense],
+            wake_background=not self._all_submitted(),
+            **self._reduction_arguments(),
+        )
+        contexts = [(param, context) for (param, _), (_, context) in zip(dense, compressed)]
+        self._in_flight.append(lambda: self._store_group(handle, contexts))
+
+    def _all_submitted(self):
+        """After the last gradients of a backward pass: step() (synchronize) follows at
+        once, and its thread runs the cycle for them itself. Waking the background
+        thread instead would have it wait for the other ranks on a core the training
+        thread uses, and hand the result back."""
+        return len(self._submitted) == len(self._params)
 
     def _submit_group(self, index):
         params = self._groups[index]
@@ -131,8 +175,13 @@ class GradientReducer:
                 "pass sparse_as_dense=True or leave them out of groups"
             )
         compressed = [self._settings.compression.compress(grad) for grad in grads]
-        handle = mpi_ops.grouped_allreduce_async_(
-            [tensor for tensor, _ in compressed], name=self._group_name(index), **self._reduction_arguments()
+        base = self._group_name(index)
+        handle = mpi_ops.batched_allreduce_async_(
+            [tensor for tensor, _ in compressed],
+            [f"{base}.{member}" for member in range(len(params))],
+            wake_background=not self._all_submitted(),
+            grouped=True,
+            **self._reduction_arguments(),
         )
         contexts = [(param, context) for param, (_, context) in zip(params, compressed)]
         self._in_flight.append(lambda: self._store_group(handle, contexts))
@@ -198,6 +247,7 @@ class GradientReducer:
     def _reset(self):
         self._remaining_passes = {param: self._passes_per_step for param in self._params}
         self._ready_in_group = [set() for _ in self._groups]
+        self._ready_in_bucket = [[] for _ in self._buckets]
         self._groups_submitted = [False] * len(self._groups)
         self._submitted = set()
         self._touched = set()

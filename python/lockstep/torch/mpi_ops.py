@@ -166,6 +166,36 @@ def grouped_allreduce_(
     )
 
 
+def batched_allreduce_async_(
+    tensors,
+    names,
+    op=Average,
+    prescale_factor=1.0,
+    postscale_factor=1.0,
+    process_set=global_process_set,
+    wake_background=True,
+    grouped=False,
+):
+    """lockstep's own: start reducing each tensor in place, each under its own name (as
+    allreduce_async_ does), handed over in one call so that they usually fuse in one
+    cycle; `grouped`: negotiated as one unit (as grouped_allreduce_async_, whose member
+    names are "<name>.<index>"). synchronize() returns the list. wake_background
+    False: synchronize() follows at once, and its thread runs the cycle itself."""
+    scaling = Scaling(op, prescale_factor, postscale_factor)
+    targets = [InPlaceTarget(check_tensor(tensor)) for tensor in tensors]
+    refs = [target.ref() for target in targets]
+    return DISPATCHER.allreduce_batch(
+        refs,
+        refs,
+        scaling,
+        names,
+        lambda results: [target.finish() for target in targets],
+        ps=process_set_id(process_set),
+        wake_background=wake_background,
+        grouped=grouped,
+    )
+
+
 def allgather_async(tensor, name=None, process_set=global_process_set):
     """Start concatenating every rank's `tensor` along the first dimension."""
     source = readable(check_tensor(tensor))

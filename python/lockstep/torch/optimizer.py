@@ -11,6 +11,7 @@ from contextlib import contextmanager
 import torch
 
 from lockstep.common import basics, validation
+from lockstep.common.buckets import bucket_bytes_from_environment
 from lockstep.common.exceptions import OptimizerUsageError
 from lockstep.common.ops import (
     Adasum,
@@ -25,7 +26,7 @@ from lockstep.common.process_sets import global_process_set, process_set_id, pro
 from lockstep.torch.adasum_optimizer import adasum_optimizer
 from lockstep.torch.compression import Compression
 from lockstep.torch.gradient_reducer import GradientReducer, ReductionSettings
-from lockstep.torch.parameter_names import resolve_groups, resolve_named_parameters
+from lockstep.torch.parameter_names import gradient_buckets, resolve_groups, resolve_named_parameters
 
 DOUBLE_SYNCHRONIZE_WARNING = (
     "optimizer.step() called without optimizer.skip_synchronize() context after optimizer.synchronize(). "
@@ -114,7 +115,10 @@ def DistributedOptimizer(  # noqa: N802 - Horovod's name for this factory
     before the sum and by size/factor after it.
     groups: None, a number of groups to split the parameters into, or lists of
     parameters; each group is reduced as one fused unit (num_groups: Horovod's
-    deprecated name for a number of groups).
+    deprecated name for a number of groups). With None, each gradient is still its
+    own allreduce, but they are handed to the core in buckets (reverse parameter
+    order, 1 MiB first, then LOCKSTEP_GRADIENT_BUCKET_BYTES, 25 MiB by default), as
+    torch DDP does; groups=0 hands each over the moment it is ready, as Horovod does.
     process_set: average over the ranks of this set only; every rank of the set must
     wrap its optimizer alike. On ranks outside the set, as in Horovod, the optimizer
     communicates nothing: step() applies the rank's own gradients.
@@ -141,7 +145,10 @@ def DistributedOptimizer(  # noqa: N802 - Horovod's name for this factory
     settings = _reduction_settings(compression, op, gradient_predivide_factor, sparse_as_dense, process_set)
     named = resolve_named_parameters(optimizer.param_groups, named_parameters)
     trainable = [(name, param) for name, param in named if param.requires_grad]
-    reducer = GradientReducer(trainable, settings, passes, resolve_groups(groups, trainable))
+    # Without groups (Horovod's default), gradients go to the core in buckets; groups=0
+    # hands each over the moment it is ready, as Horovod does.
+    buckets = gradient_buckets(trainable, bucket_bytes_from_environment()) if groups is None else []
+    reducer = GradientReducer(trainable, settings, passes, resolve_groups(groups, trainable), buckets)
     distributed = _subclass_instance(optimizer)
     distributed._lockstep_reducer = reducer
     distributed._lockstep_synchronized = False

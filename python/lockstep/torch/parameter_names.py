@@ -10,6 +10,7 @@ from collections import Counter
 import torch
 
 from lockstep.common import validation
+from lockstep.common.buckets import plan_buckets
 
 
 def resolve_named_parameters(param_groups, named_parameters):
@@ -79,6 +80,13 @@ def resolve_groups(groups, named_parameters):
     size, extra = divmod(len(params), count)
     bounds = [index * size + min(index, extra) for index in range(count + 1)]
     return [params[bounds[index] : bounds[index + 1]] for index in range(count)]
+
+
+def gradient_buckets(named_parameters, bucket_bytes):
+    """Lists of parameters whose allreduces are submitted together (lockstep.common.buckets)."""
+    params = [param for _, param in named_parameters]
+    items = [((param.device, param.dtype), param.numel() * param.element_size()) for param in params]
+    return [[params[index] for index in bucket] for bucket in plan_buckets(items, bucket_bytes)]
 
 
 def _explicit_groups(groups, params):

@@ -3,6 +3,8 @@ ranks, names in flight, unsupported dtypes and devices, bad arguments, and
 DistributedOptimizer / broadcast misuse. Each is a clear error on the rank that
 caused it (or on every rank, for mismatches), and collectives work afterwards."""
 
+import os
+
 import numpy as np
 import torch
 import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
@@ -11,6 +13,7 @@ from torch import nn
 from torch_checks import assert_tensor_equal
 
 import lockstep.torch as hvd
+from lockstep.torch import mpi_ops
 
 NOT_INITIALIZED = (hvd.NotInitializedError, ValueError)
 
@@ -57,6 +60,27 @@ def check_mismatches_across_ranks(rank, size):
     model(torch.ones(1, 3)).sum().backward()
     expect_error(hvd.LockstepError, ["allreduce.", "shape"], optimizer.step)
     check_still_working(rank, size, "DistributedOptimizer with mismatched models")
+    # Small buckets cut differently where the models differ: each gradient is still an
+    # allreduce of its own name, so the mismatch is reported, not waited on.
+    os.environ["LOCKSTEP_GRADIENT_BUCKET_BYTES"] = "64"
+    try:
+        model = nn.Sequential(nn.Linear(3, 8 if odd else 3), nn.Linear(8 if odd else 3, 2))
+        optimizer = hvd.DistributedOptimizer(
+            torch.optim.SGD(model.parameters(), lr=0.1), named_parameters=model.named_parameters()
+        )
+    finally:
+        del os.environ["LOCKSTEP_GRADIENT_BUCKET_BYTES"]
+    model(torch.ones(1, 3)).sum().backward()
+    expect_error(hvd.LockstepError, ["allreduce.", "shape"], optimizer.step)
+    check_still_working(rank, size, "DistributedOptimizer with mismatched models in small buckets")
+    # One member of a batch mismatched: its error, and every member released.
+    tensors = [torch.ones(3), torch.ones(4 if odd else 3)]
+    names = ["torch.batch.agreed", "torch.batch.mismatched"]
+    handle = mpi_ops.batched_allreduce_async_(tensors, names)
+    expect_error(hvd.LockstepError, ["torch.batch.mismatched", "shape"], hvd.synchronize, handle)
+    agreed = hvd.synchronize(mpi_ops.batched_allreduce_async_([torch.ones(3), torch.ones(3)], names))
+    assert_tensor_equal(agreed[1], torch.ones(3), "a batch reusing both names")
+    check_still_working(rank, size, "a batch with a mismatched member")
 
 
 def check_name_in_flight(rank, size):

@@ -3,6 +3,7 @@ on the whole batch ends (float tolerance), with every rank bitwise identical;
 gradient accumulation, groups, compression, Sum, predivision, SyncBatchNorm, sparse
 gradients, unused parameters, gradient clipping, misuse errors and join()."""
 
+import os
 import warnings
 
 import torch
@@ -138,6 +139,50 @@ def check_explicit_groups_and_default_names(rank, size):
         assert_close(value, expected, f"explicit groups, default names: {name}")
 
 
+def check_buckets(rank, size):
+    """By default gradients go to the core in buckets, each bucket once all its
+    gradients are ready; every way of handing them over ends at the same bits."""
+    data = dataset(3 * size * BATCH, seed=7)
+    # (LOCKSTEP_GRADIENT_BUCKET_BYTES, groups, allreduces in flight after backward)
+    settings = {
+        "buckets of at least 64 bytes": ("64", None, 2),  # [bias 2, weight 2], [bias 1, weight 1]
+        "one bucket (the default size)": (None, None, 1),
+        "each gradient alone (groups=0)": (None, 0, 4),
+        "each gradient alone (bucket bytes 0)": ("0", None, 4),
+    }
+    final = {}
+    for label, (bucket_bytes, groups, in_flight) in settings.items():
+        previous = os.environ.pop("LOCKSTEP_GRADIENT_BUCKET_BYTES", None)
+        if bucket_bytes is not None:
+            os.environ["LOCKSTEP_GRADIENT_BUCKET_BYTES"] = bucket_bytes
+        try:
+            model = make_model()
+            optimizer = hvd.DistributedOptimizer(sgd(model.parameters()), model.named_parameters(), groups=groups)
+        finally:
+            os.environ.pop("LOCKSTEP_GRADIENT_BUCKET_BYTES", None)
+            if previous is not None:
+                os.environ["LOCKSTEP_GRADIENT_BUCKET_BYTES"] = previous
+        for step in range(3):
+            optimizer.zero_grad()
+            loss_of(model, block(data, step * size + rank)).backward()
+            # Submitted from the hooks, during backward: none waits for step().
+            submitted = len(optimizer._lockstep_reducer._in_flight)
+            assert submitted == in_flight, f"{label}: {submitted} submissions during backward, expected {in_flight}"
+            optimizer.step()
+        final[label] = torch.cat([param.detach().reshape(-1) for param in model.parameters()])
+    reference = final["each gradient alone (groups=0)"]
+    for label, params in final.items():
+        assert torch.equal(params, reference), f"{label}: parameters differ from reducing each gradient alone"
+    assert_identical_across_ranks(hvd, [reference], "buckets")
+    os.environ["LOCKSTEP_GRADIENT_BUCKET_BYTES"] = "-1"
+    try:
+        expect_error(
+            ValueError, ["LOCKSTEP_GRADIENT_BUCKET_BYTES", ">= 0"], hvd.DistributedOptimizer, sgd(model.parameters())
+        )
+    finally:
+        del os.environ["LOCKSTEP_GRADIENT_BUCKET_BYTES"]
+
+
 def check_sparse_gradients(rank, size):
     for sparse_as_dense in (False, True):
         data = (torch.randint(0, 10, (size * 2 * BATCH, 3), generator=torch.Generator().manual_seed(1)),)
@@ -265,6 +310,7 @@ def _join_reference(data, steps_of, size):
 def run(rank, size):
     check_equivalence(rank, size)
     check_explicit_groups_and_default_names(rank, size)
+    check_buckets(rank, size)
     check_sparse_gradients(rank, size)
     check_unused_parameters(rank, size)
     check_misuse(rank, size)
