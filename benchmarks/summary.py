@@ -319,25 +319,31 @@ def _gradient_targets(rows):
 def _training_targets(summary):
     """DistributedOptimizer's scaling 1 -> 2 ranks against each comparator's in the
     same launches: on jittery cores no synchronous step scales better than a bare
-    per-step sync, so the target is relative, not a fixed efficiency."""
+    per-step sync, so the target is relative, not a fixed efficiency.
+
+    Both are divided by one 1-rank throughput, that of training without communication:
+    at one rank every variant runs the same computation (no hooks, nothing to average),
+    yet their 1-rank medians differ by 2-5% from launch to launch, which would decide
+    the comparison by noise. The per-variant efficiencies and the 2-rank blocks paired
+    per round with the per-step sync's are shown alongside."""
     numbers = summary.get(TRAINING_VARIANT, {})
-    if "efficiency" not in numbers:
+    if "efficiency_vs_plain" not in numbers:
         return []
     checks = []
     for comparator in TRAINING_COMPARATORS:
         theirs = summary.get(comparator, {})
-        if "efficiency" not in theirs:
+        if "efficiency_vs_plain" not in theirs:
             continue
         checks.append(
             {
-                "target": f"training scaling efficiency >= {comparator}'s (DistributedOptimizer)",
-                "measured": f"{numbers['efficiency']:.2f} ({numbers[1]:.0f} -> {numbers[2]:.0f} samples/s; "
-                f"fastest blocks {numbers['efficiency_best']:.2f}; 2-rank blocks over the per-step sync's, "
-                f"paired per round: {numbers.get('paired_vs_sync', float('nan')):.3f})",
-                "comparator": f"{theirs['efficiency']:.2f} ({theirs[1]:.0f} -> {theirs[2]:.0f} samples/s; "
-                f"fastest blocks {theirs['efficiency_best']:.2f}; paired: "
-                f"{theirs.get('paired_vs_sync', float('nan')):.3f})",
-                "held": numbers["efficiency"] >= theirs["efficiency"],
+                "target": f"training scaling efficiency >= {comparator}'s (DistributedOptimizer; both over "
+                "the 1-rank throughput without communication)",
+                "measured": f"{numbers['efficiency_vs_plain']:.2f} ({numbers[2]:.0f} samples/s at 2 ranks; over its "
+                f"own 1-rank median {numbers['efficiency']:.2f}; 2-rank blocks over the per-step sync's, paired "
+                f"per round: {numbers.get('paired_vs_sync', float('nan')):.3f})",
+                "comparator": f"{theirs['efficiency_vs_plain']:.2f} ({theirs[2]:.0f} samples/s; over its own "
+                f"{theirs['efficiency']:.2f}; paired: {theirs.get('paired_vs_sync', float('nan')):.3f})",
+                "held": numbers["efficiency_vs_plain"] >= theirs["efficiency_vs_plain"],
             }
         )
     return checks
