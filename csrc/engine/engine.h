@@ -162,7 +162,10 @@ class Engine {
   bool stopped_ = false;  // driver_: the loop is over, every op failed
   std::chrono::steady_clock::time_point last_cycle_end_;  // driver_
   bool caller_driving_ = false;  // a caller's thread runs the cycles now (driver_ held)
-  bool callers_drive_ = false;   // MPI may be called from callers' threads (serialized)
+  // driver_: framework kernels completed their ops in cycles they ran themselves since
+  // the loop last ran one (TimeUntilNextCycle).
+  bool kernel_cycles_ = false;
+  bool callers_drive_ = false;  // MPI may be called from callers' threads (serialized)
   // EnqueueAndDrive drives too. Not when ranks outnumber cores: a cycle then needs
   // every rank's process scheduled, and a kernel's calls that each drive their own
   // cycle in turn (instead of sharing cycles) took 30-46% longer at 3 ranks on 2 cores.

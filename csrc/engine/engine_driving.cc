@@ -97,6 +97,7 @@ void Engine::Loop() {
       queue_.WaitForWork(wait);  // then look again: a caller may have run cycles meanwhile
       continue;
     }
+    kernel_cycles_ = false;
     DriveCycle();
   }
 }
@@ -107,7 +108,15 @@ void Engine::Loop() {
 std::chrono::microseconds Engine::TimeUntilNextCycle() {
   using std::chrono::microseconds;
   if (shutdown_requested_ || AnyUnsent() || queue_.HasEntries()) return microseconds(0);
-  const auto timeout = AnyPending() ? backoff_ : CycleTime(config_) * idle_stretch_;
+  // While framework kernels keep finishing their ops in cycles they run themselves (a
+  // tf.function or jitted step called in a loop), those cycles do what idle cycles
+  // would, and the loop woke every cycle_time only to find one had just run: at 2 ranks
+  // that cost each 90 us tf.function call 6-9 us. So the next idle cycle is then the
+  // longest stretch away; not where this rank is outside some set, whose members
+  // negotiate through the global set's cycles and would wait for this rank's.
+  const int stretch =
+      kernel_cycles_ && sets_.size() == table_.Ids().size() ? kMaxIdleStretch : idle_stretch_;
+  const auto timeout = AnyPending() ? backoff_ : CycleTime(config_) * stretch;
   const auto left = last_cycle_end_ + timeout - std::chrono::steady_clock::now();
   return std::max(microseconds(0), std::chrono::duration_cast<microseconds>(left));
 }
@@ -202,6 +211,7 @@ void Engine::EnqueueAndDrive(std::vector<OpSpec> specs, bool grouped,
     t_deferred = &deferred;
     DriveUntilDone(ids, count, deadline, limits.max_cycles);
     t_deferred = nullptr;
+    if (deferred.calls.size() == count) kernel_cycles_ = true;
   }
   for (DeferredCall& call : deferred.calls) call.done(call.status, std::move(call.result));
 }

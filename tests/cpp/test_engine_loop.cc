@@ -386,6 +386,50 @@ TEST(EngineLoop, EnqueueAndDriveOnlyWhenIdleLeavesOpsBehindOthersToTheLoop) {
   EXPECT_EQ(second_out, (std::vector<float>{3, 3}));
 }
 
+// Kernels that finish their own ops (a tf.function or jitted step in a loop) cycle
+// often enough: the loops then wait the longest idle stretch (32 cycle times) instead of
+// waking every cycle time to find that a kernel cycled meanwhile. Where the loop ran
+// the last cycle itself, its idle cycles come 1, 2, 4, 8... cycle times apart.
+TEST(EngineLoop, AfterKernelsFinishTheirOwnOpsIdleCyclesWaitTheLongestStretch) {
+  Config config = TestConfig();
+  config.cycle_time_ms = 10;
+  const auto idle_cycles_in = [](InProcessJob& job, std::chrono::milliseconds span) {
+    const int64_t before = job.engine(0).stats().cycles;
+    std::this_thread::sleep_for(span);
+    return job.engine(0).stats().cycles - before;
+  };
+  std::vector<float> inputs{1, 2}, outputs(2);
+  {
+    InProcessJob job(2, config, /*callers_may_drive=*/true);
+    // A drive that finds a loop in its own idle cycle leaves the op to it: try again
+    // until both ranks' kernels finished their op inside their drives.
+    bool both_inside = false;
+    for (int attempt = 0; attempt < 20 && !both_inside; ++attempt) {
+      std::vector<CallbackRecord> records(2);
+      std::vector<char> inside(2);  // not vector<bool>: two threads write it
+      std::vector<std::thread> ranks;
+      for (int rank = 0; rank < 2; ++rank) {
+        ranks.emplace_back([&, rank] {
+          const std::string name = "driven." + std::to_string(attempt);
+          std::vector<OpSpec> specs{SumOf(name, &inputs[rank], &outputs[rank])};
+          std::vector<DoneCallback> callbacks{Recording(records[rank])};
+          job.engine(rank).EnqueueAndDrive(std::move(specs), false, std::move(callbacks),
+                                           KernelDrive{std::chrono::seconds(60)});
+          inside[rank] = records[rank].ran;
+        });
+      }
+      for (auto& thread : ranks) thread.join();
+      for (auto& record : records) ASSERT_TRUE(RunsWithinSeconds(record, 5));
+      both_inside = inside[0] && inside[1];
+    }
+    ASSERT_TRUE(both_inside);
+    EXPECT_LE(idle_cycles_in(job, std::chrono::milliseconds(200)), 1);
+  }
+  InProcessJob job(2, config, /*callers_may_drive=*/false);
+  job.RunEverywhere([&](int rank) { return SumOf("looped", &inputs[rank], &outputs[rank]); });
+  EXPECT_GE(idle_cycles_in(job, std::chrono::milliseconds(200)), 3);
+}
+
 // Ops enqueued without waking the loop (the caller means to run their cycle itself)
 // still start at once where callers may not run cycles: the loop is woken all the
 // same, instead of finding them at its next idle cycle (here 500 ms or more away).
