@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "bindings/op_spec_args.h"
 #include "lockstep/lockstep.h"
 
 namespace py = pybind11;
@@ -26,22 +27,12 @@ using AllreduceMember = std::tuple<std::string, DataType, std::vector<int64_t>, 
 std::vector<Handle> EnqueueAllreduces(std::vector<AllreduceMember> members, ReduceOp reduce_op,
                                       double prescale, double postscale, int32_t process_set_id,
                                       bool wake_background, bool grouped) {
-  std::vector<OpSpec> specs(members.size());
-  for (size_t i = 0; i < members.size(); ++i) {
-    auto& [name, dtype, shape, input, output, device, stream] = members[i];
-    OpSpec& spec = specs[i];
-    spec.op = OpType::kAllreduce;
-    spec.name = std::move(name);
-    spec.dtype = dtype;
-    spec.shape = std::move(shape);
-    spec.input = reinterpret_cast<const void*>(input);
-    spec.output = reinterpret_cast<void*>(output);
-    spec.reduce_op = reduce_op;
-    spec.prescale = prescale;
-    spec.postscale = postscale;
-    spec.device = device;
-    spec.stream = reinterpret_cast<void*>(stream);
-    spec.process_set_id = process_set_id;
+  std::vector<OpSpec> specs;
+  specs.reserve(members.size());
+  for (auto& [name, dtype, shape, input, output, device, stream] : members) {
+    specs.push_back(SpecFromArgs(OpType::kAllreduce, std::move(name), dtype, std::move(shape),
+                                 input, output, reduce_op, prescale, postscale, /*root_rank=*/0,
+                                 device, process_set_id, stream));
   }
   return EnqueueBatch(std::move(specs), wake_background, grouped);
 }

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "bindings/batch_ops.h"
+#include "bindings/op_spec_args.h"
 #include "bindings/python_errors.h"
 #include "bindings/sync_allreduce.h"
 #include "lockstep/lockstep.h"
@@ -19,6 +20,7 @@ using namespace lockstep;
 using lockstep::bindings::BindBatchOps;
 using lockstep::bindings::BindErrors;
 using lockstep::bindings::BindSyncAllreduce;
+using lockstep::bindings::SpecFromArgs;
 
 namespace {
 
@@ -151,29 +153,6 @@ OpResult WaitReleasingGil(Handle handle) {
   if (Poll(handle)) return Wait(handle);
   py::gil_scoped_release release;
   return Wait(handle);
-}
-
-// An OpSpec from plain arguments: several times cheaper than setting an OpSpec's
-// attributes one by one from Python, and it runs on every latency-critical op.
-OpSpec SpecFromArgs(OpType op, std::string name, DataType dtype, std::vector<int64_t> shape,
-                    uintptr_t input, uintptr_t output, ReduceOp reduce_op, double prescale,
-                    double postscale, int32_t root_rank, int32_t device, int32_t process_set_id,
-                    uintptr_t stream) {
-  OpSpec spec;
-  spec.op = op;
-  spec.name = std::move(name);
-  spec.dtype = dtype;
-  spec.shape = std::move(shape);
-  spec.input = reinterpret_cast<const void*>(input);
-  spec.output = reinterpret_cast<void*>(output);
-  spec.reduce_op = reduce_op;
-  spec.prescale = prescale;
-  spec.postscale = postscale;
-  spec.root_rank = root_rank;
-  spec.device = device;
-  spec.process_set_id = process_set_id;
-  spec.stream = reinterpret_cast<void*>(stream);
-  return spec;
 }
 
 Handle EnqueueOp(OpType op, std::string name, DataType dtype, std::vector<int64_t> shape,
