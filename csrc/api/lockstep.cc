@@ -183,8 +183,7 @@ Handle Enqueue(OpSpec spec) {
 }
 
 std::vector<Handle> EnqueueGroup(std::vector<OpSpec> specs) {
-  if (specs.empty()) return {};
-  return RunningEngine()->Enqueue(std::move(specs), /*grouped=*/true);
+  return EnqueueBatch(std::move(specs), /*wake_background=*/true, /*grouped=*/true);
 }
 
 std::vector<Handle> EnqueueBatch(std::vector<OpSpec> specs, bool wake_background, bool grouped) {
