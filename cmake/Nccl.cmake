@@ -51,8 +51,17 @@ if(LOCKSTEP_HAVE_NCCL)
   # CUDA sources. Where the `g++` on PATH links libstdc++ statically (the GPU machine's
   # image), that list names libstdc++.a, and the core would carry a private copy of the
   # C++ runtime beside the process's shared one: a number formatted into an error
-  # message then crashed (a null locale facet). The CXX linker adds the shared runtime.
-  list(FILTER CMAKE_CUDA_IMPLICIT_LINK_LIBRARIES EXCLUDE REGEX "libstdc\\+\\+[^/]*\\.a$")
+  # message then crashed (a null locale facet). The CXX linker adds the shared runtime,
+  # so the C++ runtime goes from that list under any name; and a directory holding only
+  # a static libstdc++ (a toolchain built to link it statically) would shadow the shared
+  # one for the CXX linker's own -lstdc++, so such directories go too.
+  list(FILTER CMAKE_CUDA_IMPLICIT_LINK_LIBRARIES EXCLUDE REGEX "(^|/|-l)(lib)?stdc\\+\\+([^/]*\\.(a|so[.0-9]*))?$")
+  foreach(directory IN LISTS CMAKE_CUDA_IMPLICIT_LINK_DIRECTORIES)
+    if(EXISTS "${directory}/libstdc++.a" AND NOT EXISTS "${directory}/libstdc++.so")
+      list(REMOVE_ITEM CMAKE_CUDA_IMPLICIT_LINK_DIRECTORIES "${directory}")
+      message(STATUS "lockstep: not linking from ${directory} (it holds only a static libstdc++)")
+    endif()
+  endforeach()
   set(CMAKE_CUDA_STANDARD 17)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   message(STATUS "lockstep: building the GPU (NCCL) backend for sm_${LOCKSTEP_CUDA_ARCHITECTURES} "

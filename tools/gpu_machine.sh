@@ -56,7 +56,7 @@ else
   exit 1
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-MPICC=$(command -v mpicc)
+MPICC=$(command -v mpicc) MPIEXEC=$(command -v mpiexec)
 mpirun --version | head -n 1
 
 # --- Machine ---
@@ -72,7 +72,11 @@ command -v nvcc >/dev/null && nvcc --version | tail -n 1
 # The system compilers: the image's CXX wrapper links libstdc++ statically, which
 # crashed the extension inside Python (GPU.md, "The compiler trap").
 step "build ($BUILD_DIR, -j$JOBS)"
-export CC=/usr/bin/gcc CXX=/usr/bin/g++
+export CC=/usr/bin/gcc CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++
+# nvcc and CMake's CUDA detection look for g++ on PATH too: the system one must win,
+# for the build only (/usr/bin there also holds an mpirun that is not the carried one).
+RUN_PATH=$PATH
+export PATH=/usr/bin:$PATH
 tests_option=OFF
 gtest_option=()
 if [ -d "$CARRY/googletest" ]; then
@@ -87,8 +91,9 @@ elif [ -f /usr/include/gtest/gtest.h ]; then  # a dev machine with GoogleTest in
 fi
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_BUILD_PYTHON=ON \
   -DLOCKSTEP_BUILD_TESTS=$tests_option "${gtest_option[@]}" -DLOCKSTEP_WITH_TENSORFLOW=OFF \
-  -DPython_EXECUTABLE="$PYTHON" -DMPI_C_COMPILER="$MPICC" -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++ || exit 1
+  -DPython_EXECUTABLE="$PYTHON" -DMPI_C_COMPILER="$MPICC" -DMPIEXEC_EXECUTABLE="$MPIEXEC" -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++ || exit 1
 cmake --build "$BUILD_DIR" -j"$JOBS" || exit 1
+export PATH=$RUN_PATH
 PYTHONPATH=$ROOT/python "$PYTHON" -m lockstep.run --check-build 2>&1 | sed -n "1,6p"
 [ "$MODE" = build ] && exit 0
 

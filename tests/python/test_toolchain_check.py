@@ -105,18 +105,27 @@ def test_a_library_holding_its_own_cxx_runtime_fails_its_build(tmp_path):
 
 
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc (the CUDA toolkit)")
-def test_a_static_runtime_from_nvccs_host_compiler_stays_out_of_the_core(tmp_path):
+@pytest.mark.parametrize("trap", ["static-libstdc++ flag", "static-only library directory"])
+def test_a_static_runtime_from_nvccs_host_compiler_stays_out_of_the_core(tmp_path, trap):
     """The GPU machine's image: CXX is the system g++, but the `g++` first on PATH (which
-    nvcc runs) links libstdc++ statically. CMake then lists libstdc++.a among CUDA's
-    implicit link libraries, which used to reach the core's link line."""
+    nvcc runs) links libstdc++ statically, by a flag or from a directory that holds only
+    libstdc++.a. CMake then lists that among CUDA's implicit link libraries or
+    directories, which used to reach the core's link line."""
     wrapper_dir = tmp_path / "wrapper-bin"
     wrapper_dir.mkdir()
+    static_dir = tmp_path / "static-only-lib"
+    static_dir.mkdir()
+    static_runtime = subprocess.run(
+        [SYSTEM_CXX, "-print-file-name=libstdc++.a"], capture_output=True, text=True
+    ).stdout.strip()
+    (static_dir / "libstdc++.a").symlink_to(static_runtime)
+    link_flags = "-static-libstdc++" if trap == "static-libstdc++ flag" else f"-L{static_dir}"
     for name in ("g++", "c++"):
         wrapper = wrapper_dir / name
         wrapper.write_text(
             "#!/bin/sh\n"
             f'for a in "$@"; do case "$a" in -c|-E) exec {SYSTEM_CXX} "$@";; esac; done\n'
-            f'exec {SYSTEM_CXX} "$@" -static-libstdc++ -Wl,-Bsymbolic\n'
+            f'exec {SYSTEM_CXX} "$@" {link_flags} -Wl,-Bsymbolic\n'
         )
         wrapper.chmod(0o755)
     path = f"{wrapper_dir}:{os.path.dirname(NVCC)}:{os.environ['PATH']}"
@@ -127,7 +136,12 @@ def test_a_static_runtime_from_nvccs_host_compiler_stays_out_of_the_core(tmp_pat
     assert result.returncode == 0, output
     build = tmp_path / "build"
     detected = next(build.glob("CMakeFiles/*/CMakeCUDACompiler.cmake")).read_text()
-    assert "libstdc++.a" in detected, "the trap was not reproduced: CMake found no static libstdc++"
     link_line = (build / "CMakeFiles" / "lockstep_core.dir" / "link.txt").read_text()
-    assert "libstdc++.a" not in link_line, link_line
+    if trap == "static-libstdc++ flag":
+        assert "libstdc++.a" in detected, "the trap was not reproduced: CMake found no static libstdc++"
+        assert "libstdc++.a" not in link_line, link_line
+    else:
+        assert str(static_dir) in detected, "the trap was not reproduced: CMake found no static-only directory"
+        assert str(static_dir) not in link_line, link_line
+        assert "holds only a static libstdc++" in output, output
     assert "libcudart_static.a" in link_line or "cudart_static" in link_line, link_line  # CUDA's own libraries stay

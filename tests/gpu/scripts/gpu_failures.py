@@ -56,6 +56,11 @@ def init_fails_on_one_rank(rank, size, device, timeout):
 
 
 def collective_times_out(rank, size, device, timeout):
+    began = time.monotonic()
+
+    def stage(text):  # where each rank got to, and when: shown if the run times out
+        print(f"rank {rank}: +{time.monotonic() - began:.1f} s {text}", flush=True)
+
     data = torch.ones(1 << 20, device=device)
     hvd.allreduce_(data, name="warm.up")
     torch.cuda.synchronize()
@@ -63,6 +68,7 @@ def collective_times_out(rank, size, device, timeout):
         torch.cuda._sleep(int(2e9) * int(timeout * 4))  # ~4x the timeout at ~2 GHz
     held = torch.full((1 << 20,), 1.0, device=device)
     handle = hvd.allreduce_async(held, name="held.up", op=hvd.Sum)
+    stage("held.up submitted")
     if rank != size - 1:
         time.sleep(timeout * 2)  # the watchdog fires meanwhile
         text = expect_failure(lambda: hvd.synchronize(handle), "did not complete", "LOCKSTEP_NCCL_TIMEOUT_SECONDS")
@@ -77,7 +83,9 @@ def collective_times_out(rank, size, device, timeout):
             hvd.synchronize(handle)
         except hvd.LockstepError as error:
             print(f"rank {rank}: its own held-up op failed too: {error}", flush=True)
+    stage("before the host allreduce")
     host_ops_still_work(rank, size)
+    stage("host allreduce done")
 
 
 def main():
