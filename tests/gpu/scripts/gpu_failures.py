@@ -11,7 +11,8 @@ collective-times-out: the last rank's GPU sleeps far longer than
   hangs. On the others, the watchdog notices, synchronize() of the pending op fails
   (its output is undefined; with torch's NCCL, which has no ncclCommRevoke, the
   message says to restart), torch can still allocate and compute,
-  later GPU ops fail, host ops work, and shutdown returns on every rank.
+  later GPU ops fail (on the last rank too, once its collective has run and failed),
+  host ops work, and shutdown returns on every rank.
 """
 
 import os
@@ -76,13 +77,18 @@ def collective_times_out(rank, size, device, timeout):
         x = torch.randn(512, 512, device=device)  # torch's context still works
         value = float((x @ x.T).trace())
         assert value > 0, value
-        expect_failure(lambda: hvd.allreduce(torch.ones(8, device=device), name="after.gpu"), "stopped earlier")
-        print(f"rank {rank}: pending op failed, torch still computes, later GPU ops fail", flush=True)
     else:
         try:
             hvd.synchronize(handle)
         except hvd.LockstepError as error:
             print(f"rank {rank}: its own held-up op failed too: {error}", flush=True)
+        # Its collective starts only once the sleep ends, and then fails (the peer gave
+        # up): wait for that, so that its next GPU op, like the others', meets a stopped
+        # communicator. Every rank must submit the same ops, or both would wait forever.
+        torch.cuda.current_stream().synchronize()
+        stage("its stream drained")
+    expect_failure(lambda: hvd.allreduce(torch.ones(8, device=device), name="after.gpu"), "stopped earlier")
+    print(f"rank {rank}: pending op failed, torch still computes, later GPU ops fail", flush=True)
     stage("before the host allreduce")
     host_ops_still_work(rank, size)
     stage("host allreduce done")
