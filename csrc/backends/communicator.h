@@ -37,6 +37,10 @@ class SilenceFinder {
   virtual std::vector<int> FindSilentRanks(double wait_seconds) = 0;
   // Rank 0, after FindSilentRanks: tells the ranks that answered. Does not wait.
   virtual void ShareVerdict(const std::vector<int>& silent) = 0;
+  // Other ranks, while a blocking call of theirs hangs: answers rank 0's ping, if one
+  // came, and returns the silent ranks of rank 0's verdict, if one came (else empty).
+  // Does not wait.
+  virtual std::vector<int> AnswerRoot() = 0;
 };
 
 class Communicator {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "negotiation/peer_deadline.h"
@@ -37,18 +38,36 @@ CollectiveWatchdog::~CollectiveWatchdog() {
 
 void CollectiveWatchdog::Watch() {
   prctl(PR_SET_NAME, "lockstep-watch");
-  // Checking once a second costs nothing measurable and is precise enough here.
+  // A few looks a second cost nothing measurable, and keep the answers to rank 0's
+  // pings well inside the time it waits for them.
   const auto period =
-      std::chrono::milliseconds(static_cast<int64_t>(std::min(1000.0, limit_seconds_ * 250)));
-  std::unique_lock<std::mutex> lock(mutex_);
-  while (!wake_.wait_for(lock, period, [this] { return stopping_; })) {
+      std::chrono::milliseconds(static_cast<int64_t>(std::min(250.0, limit_seconds_ * 250)));
+  double previous_busy = 0;
+  bool looked_early = false;
+  for (;;) {
+    {  // not held while asking: shutdown need not wait for rank 0's pings
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (wake_.wait_for(lock, period, [this] { return stopping_; })) return;
+    }
     const double busy = clock_.BusySeconds();
+    if (busy < previous_busy) looked_early = false;  // another call
+    previous_busy = busy;
+    if (busy <= 0) continue;
+    // A process set's collective leaves the ranks outside the set idle: rank 0 may not
+    // even be waiting. Only a job-wide call is asked about.
+    const bool ask_who = finder_ && clock_.CallInvolvesEveryRank();
+    if (ask_who && busy < limit_seconds_) {
+      if (job_.rank() != 0) {
+        AnswerRoot(busy);
+      } else if (!looked_early && peer_timeout_seconds_ > 0 && busy >= peer_timeout_seconds_) {
+        looked_early = true;
+        LookEarly(busy);
+      }
+      continue;
+    }
     if (busy < limit_seconds_) continue;
     const int rank = job_.rank();
     std::vector<int> silent;
-    // A process set's collective leaves the ranks outside the set idle: they would not
-    // answer, and rank 0 may not even be waiting. Only a job-wide call is asked about.
-    const bool ask_who = finder_ && clock_.CallInvolvesEveryRank();
     if (ask_who) {
       // Every rank's watchdog fires within about a second of the others' (they entered
       // the collective together): the others listen for longer than rank 0 asks, so
@@ -56,17 +75,42 @@ void CollectiveWatchdog::Watch() {
       const double ask = PeerGraceSeconds(peer_timeout_seconds_) / 2;
       silent = finder_->FindSilentRanks(rank == 0 ? ask : 3 * ask + 2);
     }
-    std::ostringstream message;
-    message << "a collective has waited " << static_cast<int>(busy)
-            << " s for other ranks (LOCKSTEP_PEER_TIMEOUT_SECONDS is " << peer_timeout_seconds_
-            << " s): " << WhoIsSilent(ask_who, silent, rank) << ". Ending the job with MPI_Abort.";
-    logger_.Log(LogLevel::kError, message.str());
-    std::fflush(stderr);
-    // Only now: a rank that hears the verdict aborts at once, which may end this
-    // process before it could say whom it found.
-    if (ask_who && rank == 0) finder_->ShareVerdict(silent);
-    job_.Abort();
+    End(busy, ask_who, silent);
   }
+}
+
+void CollectiveWatchdog::AnswerRoot(double busy) {
+  // Inside a call that has lasted this long, rank 0 may be asking who is there (from
+  // negotiation, or from its own watchdog): answer, and end with its verdict.
+  if (busy < std::min(1.0, limit_seconds_ / 4)) return;
+  const std::vector<int> silent = finder_->AnswerRoot();
+  if (!silent.empty()) End(busy, /*asked=*/true, silent);
+}
+
+void CollectiveWatchdog::LookEarly(double busy) {
+  // Rank 0 asks at the peer timeout, as negotiation does, before ranks waiting for it
+  // in negotiation (which wait longer) would blame rank 0 itself. A silent rank ends
+  // the job now; when all answer, the call may just be slow: it keeps its full limit,
+  // and the ranks that negotiate wait on.
+  const std::vector<int> silent =
+      finder_->FindSilentRanks(PeerGraceSeconds(peer_timeout_seconds_) / 2);
+  if (!silent.empty()) End(busy, /*asked=*/true, silent);
+  finder_->ShareVerdict({});
+}
+
+void CollectiveWatchdog::End(double busy, bool asked, const std::vector<int>& silent) {
+  const int rank = job_.rank();
+  std::ostringstream message;
+  message << "a collective has waited " << static_cast<int>(busy)
+          << " s for other ranks (LOCKSTEP_PEER_TIMEOUT_SECONDS is " << peer_timeout_seconds_
+          << " s): " << WhoIsSilent(asked, silent, rank) << ". Ending the job with MPI_Abort.";
+  logger_.Log(LogLevel::kError, message.str());
+  std::fflush(stderr);
+  // Only now: a rank that hears the verdict aborts at once, which may end this
+  // process before it could say whom it found.
+  if (asked && rank == 0) finder_->ShareVerdict(silent);
+  job_.Abort();
+  std::abort();  // not reached: GCC does not carry [[noreturn]] through a virtual call
 }
 
 std::string CollectiveWatchdog::WhoIsSilent(bool asked, const std::vector<int>& silent,

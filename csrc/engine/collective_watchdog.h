@@ -5,7 +5,10 @@
 // thread notices, asks which ranks are silent (rank 0 pings them all, on a
 // communicator of its own), says so, and calls MPI_Abort, which ends every rank the
 // launcher can reach, instead of leaving the job hanging. The names let an elastic
-// launcher leave the lost host out of the next job.
+// launcher leave the lost host out of the next job. Rank 0 first asks at the peer
+// timeout, as negotiation does, and ends the job at once if a rank is silent; the
+// others answer such pings while they wait inside a call, so that ranks busy in a
+// data collective and ranks waiting in negotiation are never taken for lost ones.
 #pragma once
 
 #include <condition_variable>
@@ -34,6 +37,12 @@ class CollectiveWatchdog {
 
  private:
   void Watch();
+  // Not rank 0, inside a job-wide call: answers rank 0's ping; ends on its verdict.
+  void AnswerRoot(double busy);
+  // Rank 0, once a job-wide call has lasted the peer timeout: asks who is there.
+  void LookEarly(double busy);
+  // Says who is silent (as far as `asked` found) and ends the job.
+  [[noreturn]] void End(double busy, bool asked, const std::vector<int>& silent);
   // Who the hanging collective waits for, as a clause of the message; `silent` as the
   // finder reported it on `rank`, if it was `asked`.
   std::string WhoIsSilent(bool asked, const std::vector<int>& silent, int rank) const;

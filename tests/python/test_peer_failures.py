@@ -163,14 +163,39 @@ def test_rank_frozen_inside_data_collectives_ends_the_job(cluster, tmp_path):
     assert ended_after <= LIMIT + 10, f"the job ended {ended_after:.1f} s after the freeze\n{output}"
 
 
+def test_rank_frozen_while_rank_0_still_sends_to_it_is_named_not_rank_0(cluster, tmp_path):
+    # Broadcasts from rank 0: ranks that have their data go on negotiating while rank 0
+    # may still be sending to the frozen rank. They wait for rank 0, which is alive:
+    # rank 0 asks who is there before they would blame it, and everyone names rank 2.
+    job, go_file, pids = start_job(cluster, tmp_path, "broadcast")
+    try:
+        go_file.touch()
+        time.sleep(1.5)
+        os.kill(pids[2], signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        job.process.wait(timeout=LIMIT + 30)
+        ended_after = time.monotonic() - frozen_at
+    finally:
+        job.stop()
+        cluster.kill_processes()
+    output = job.output()
+    assert job.process.returncode != 0, output
+    assert_watchdog_or_negotiation_named(output, "rank 2 on node2")
+    # The frozen rank, woken as mpirun ends the job, may rightly find rank 0 gone.
+    others = [line for line in output.splitlines() if not re.match(r"(\[lockstep )?rank 2[:\]]", line)]
+    assert not [line for line in others if "rank 0 on node1 did not respond" in line], output
+    assert ended_after <= LIMIT + 10, f"the job ended {ended_after:.1f} s after the freeze\n{output}"
+
+
 def assert_watchdog_or_negotiation_named(output, who):
-    """Inside a data collective, rank 0's watchdog names the silent ranks before its
-    MPI_Abort; if the fault came while the ranks negotiated, negotiation names them."""
+    """Inside a data collective, the watchdogs name the silent ranks before MPI_Abort
+    (rank 0's own, or rank 0's verdict heard by the others; the first abort may end
+    the rest before they speak); if the fault came while the ranks negotiated,
+    negotiation names them. Whoever speaks names exactly `who`."""
     watchdog = [line for line in output.splitlines() if "a collective has waited" in line]
     if watchdog:
-        from_rank_0 = [line for line in watchdog if "[lockstep rank 0]" in line]
-        assert from_rank_0 and f"{who} did not respond" in from_rank_0[0], output
-        assert "Ending the job with MPI_Abort" in from_rank_0[0], output
+        for line in watchdog:
+            assert f"{who} did not respond" in line and "Ending the job with MPI_Abort" in line, output
     else:
         assert f"{who} did not respond within 4 s" in output, output
 

@@ -46,7 +46,7 @@ double MpiCommunicator::MaxAcrossRanks(double value) {
 
 std::unique_ptr<Exchange> MpiCommunicator::NewExchange(ExchangeOptions options) {
   options.cores_shared = context_->ranks_outnumber_cores();
-  return std::make_unique<MpiExchange>(comm_, std::move(options));
+  return std::make_unique<MpiExchange>(comm_, std::move(options), SharedProbe());
 }
 
 std::unique_ptr<Backend> MpiCommunicator::NewHostBackend(const HostBackendOptions& options,
@@ -59,7 +59,12 @@ std::unique_ptr<Backend> MpiCommunicator::NewHostBackend(const HostBackendOption
 std::unique_ptr<SilenceFinder> MpiCommunicator::NewSilenceFinder() {
   // Collective, so every rank takes the same branch: threads_supported is the job's.
   if (!context_ || !context_->threads_supported()) return nullptr;
-  return std::make_unique<MpiSilenceFinder>(comm_);
+  return std::make_unique<MpiSilenceFinder>(SharedProbe());
+}
+
+std::shared_ptr<PeerProbe> MpiCommunicator::SharedProbe() {
+  if (!probe_) probe_ = std::make_shared<PeerProbe>(comm_);
+  return probe_;
 }
 
 void MpiCommunicator::Abort() {

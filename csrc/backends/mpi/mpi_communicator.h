@@ -9,6 +9,7 @@
 #include "backends/communicator.h"
 #include "backends/mpi/mpi_context.h"
 #include "backends/mpi/mpi_types.h"
+#include "backends/mpi/peer_probe.h"
 
 namespace lockstep {
 
@@ -37,12 +38,17 @@ class MpiCommunicator : public Communicator {
   [[noreturn]] void Abort() override;
 
  private:
+  // Collective on first use: the probe that this communicator's negotiation and the
+  // watchdog's silence finder share.
+  std::shared_ptr<PeerProbe> SharedProbe();
+
   MPI_Comm comm_;
   bool owned_;
   int rank_ = 0;
   int size_ = 1;
   std::shared_ptr<const MpiTypes> types_;
   std::shared_ptr<const MpiContext> context_;  // keeps MPI's set-up alive as long as we are
+  std::shared_ptr<PeerProbe> probe_;
 };
 
 // Initializes MPI (or adopts the program's) and returns the job's world over a private

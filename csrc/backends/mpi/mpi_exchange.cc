@@ -74,16 +74,14 @@ class PeerCheckClock {
 
 }  // namespace
 
-MpiExchange::MpiExchange(MPI_Comm comm, ExchangeOptions options) : options_(std::move(options)) {
-  // Its own communicators, so its collectives and messages never meet anyone else's.
+MpiExchange::MpiExchange(MPI_Comm comm, ExchangeOptions options, std::shared_ptr<PeerProbe> probe)
+    : options_(std::move(options)), probe_(std::move(probe)) {
+  // Its own communicator, so its collectives never meet anyone else's.
   CheckMpi(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
-  CheckMpi(MPI_Comm_dup(comm, &probe_comm_), "MPI_Comm_dup");
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-  MPI_Comm_set_errhandler(probe_comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   options_.hostnames.resize(size_, "unknown host");
-  probe_ = new PeerProbe(probe_comm_);
   CheckAgreement();
   if (options_.combine_words > 0) {
     CheckMpi(MPI_Type_contiguous(CountOf(options_.combine_words * sizeof(uint64_t)), MPI_BYTE,
@@ -96,7 +94,6 @@ MpiExchange::MpiExchange(MPI_Comm comm, ExchangeOptions options) : options_(std:
 
 MpiExchange::~MpiExchange() {
   if (abandoned_) return;  // MPI may still touch what the stuck collective uses
-  delete probe_;
   delete buffers_;
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -104,7 +101,6 @@ MpiExchange::~MpiExchange() {
   if (combine_op_ != MPI_OP_NULL) MPI_Op_free(&combine_op_);
   if (vector_type_ != MPI_DATATYPE_NULL) MPI_Type_free(&vector_type_);
   MPI_Comm_free(&comm_);
-  MPI_Comm_free(&probe_comm_);
 }
 
 // An allreduce whose ranks pass different lengths is undefined in MPI (it may hang),
@@ -322,6 +318,14 @@ void MpiExchange::CheckPeers(Clock::time_point* deadline) {
       case PeerProbe::Notice::kKeepWaiting:  // every rank answered rank 0: merely slow
         *deadline = Clock::now() + PeerWait(options_.timeout_seconds, rank_);
         break;
+      case PeerProbe::Notice::kAsked: {  // rank 0 is there and judging: wait for its verdict
+        const auto verdict_due =
+            Clock::now() +
+            std::chrono::duration_cast<Clock::duration>(
+                std::chrono::duration<double>(PeerGraceSeconds(options_.timeout_seconds)));
+        *deadline = std::max(*deadline, verdict_due);
+        break;
+      }
       case PeerProbe::Notice::kNone:
         break;
     }

@@ -9,6 +9,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,9 +20,10 @@ namespace lockstep {
 
 class MpiExchange : public Exchange {
  public:
-  // Collective over `comm` (duplicates it twice). Throws Error on every rank when the
-  // ranks' and_words differ (a setting that must agree does not).
-  MpiExchange(MPI_Comm comm, ExchangeOptions options);
+  // Collective over `comm` (duplicates it). `probe`: over the same ranks, shared with
+  // the watchdog. Throws Error on every rank when the ranks' and_words differ (a
+  // setting that must agree does not).
+  MpiExchange(MPI_Comm comm, ExchangeOptions options, std::shared_ptr<PeerProbe> probe);
   ~MpiExchange() override;
   MpiExchange(const MpiExchange&) = delete;
   MpiExchange& operator=(const MpiExchange&) = delete;
@@ -43,7 +45,6 @@ class MpiExchange : public Exchange {
   [[noreturn]] void GiveUp(const std::vector<int>& missing, bool reported_by_root);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
-  MPI_Comm probe_comm_ = MPI_COMM_NULL;
   // CombineAcrossRanks' vector as one element (so MPI never splits it) and its
   // commutative user op; null when options_.combine_words is 0.
   MPI_Datatype vector_type_ = MPI_DATATYPE_NULL;
@@ -51,8 +52,8 @@ class MpiExchange : public Exchange {
   int rank_ = 0;
   int size_ = 1;
   ExchangeOptions options_;
-  PeerProbe* probe_ = nullptr;  // owned; leaked with the communicators when abandoned
-  bool abandoned_ = false;      // gave up with a collective in flight: leave MPI be
+  std::shared_ptr<PeerProbe> probe_;
+  bool abandoned_ = false;  // gave up with a collective in flight: leave MPI be
 
   // Buffers of the collective in flight: MPI may use them until it completes, so
   // they are leaked with the communicators when it never does.

@@ -1,5 +1,5 @@
-// The SilenceFinder over MPI: a PeerProbe on a duplicate communicator of its own, so
-// that its pings neither wait behind nor disturb the collective that hangs.
+// The SilenceFinder over MPI: a PeerProbe, the one the job's negotiation polls, so that
+// ranks waiting there answer the watchdog's pings too.
 #pragma once
 
 #include <mpi.h>
@@ -14,18 +14,17 @@ namespace lockstep {
 
 class MpiSilenceFinder : public SilenceFinder {
  public:
-  explicit MpiSilenceFinder(MPI_Comm comm);  // collective over `comm`
-  ~MpiSilenceFinder() override;
+  explicit MpiSilenceFinder(std::shared_ptr<PeerProbe> probe);
+  explicit MpiSilenceFinder(MPI_Comm comm);  // collective over `comm`: a probe of its own
   MpiSilenceFinder(const MpiSilenceFinder&) = delete;
   MpiSilenceFinder& operator=(const MpiSilenceFinder&) = delete;
 
   std::vector<int> FindSilentRanks(double wait_seconds) override;
   void ShareVerdict(const std::vector<int>& silent) override;
+  std::vector<int> AnswerRoot() override;
 
  private:
-  MPI_Comm comm_ = MPI_COMM_NULL;
-  int rank_ = 0;
-  std::unique_ptr<PeerProbe> probe_;
+  std::shared_ptr<PeerProbe> probe_;
 };
 
 }  // namespace lockstep

@@ -1,7 +1,10 @@
 #include "backends/mpi/peer_probe.h"
 
 #include <algorithm>
+#include <mutex>
 #include <thread>
+
+#include "lockstep/lockstep.h"
 
 namespace lockstep {
 namespace {
@@ -12,12 +15,22 @@ constexpr int kTagVerdict = 199;  // rank 0 to the others: these ranks are gone 
 
 }  // namespace
 
-PeerProbe::PeerProbe(MPI_Comm comm) : comm_(comm) {
+PeerProbe::PeerProbe(MPI_Comm comm) {
+  if (MPI_Comm_dup(comm, &comm_) != MPI_SUCCESS) throw Error("MPI_Comm_dup failed");
+  // A peer that is gone must make a call fail, not end the process.
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
 }
 
+PeerProbe::~PeerProbe() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Comm_free(&comm_);
+}
+
 std::vector<int> PeerProbe::FindSilent(std::chrono::steady_clock::duration wait) {
+  std::lock_guard<std::mutex> lock(mutex_);
   std::vector<int> asked;
   for (int peer = 1; peer < size_; ++peer) {
     MPI_Request request;  // zero bytes go eagerly: nothing to wait for
@@ -40,6 +53,7 @@ std::vector<int> PeerProbe::FindSilent(std::chrono::steady_clock::duration wait)
 }
 
 void PeerProbe::SendVerdict(const std::vector<int>& silent) {
+  std::lock_guard<std::mutex> lock(mutex_);
   // Sent without waiting, so the buffer must outlive this call: never freed (this runs
   // at most once per job when someone is silent, and rarely otherwise).
   auto* notice = new std::vector<int>(silent);
@@ -54,15 +68,17 @@ void PeerProbe::SendVerdict(const std::vector<int>& silent) {
 }
 
 PeerProbe::Notice PeerProbe::Poll(std::vector<int>* silent) {
-  int found = 0;
+  std::lock_guard<std::mutex> lock(mutex_);
+  int pinged = 0;
   MPI_Status status;
-  MPI_Iprobe(0, kTagPing, comm_, &found, &status);
-  if (found) {  // zero-byte messages: sent eagerly, so neither call waits
+  MPI_Iprobe(0, kTagPing, comm_, &pinged, &status);
+  if (pinged) {  // zero-byte messages: sent eagerly, so neither call waits
     MPI_Recv(nullptr, 0, MPI_BYTE, 0, kTagPing, comm_, MPI_STATUS_IGNORE);
     MPI_Send(nullptr, 0, MPI_BYTE, 0, kTagPong, comm_);
   }
+  int found = 0;
   MPI_Iprobe(0, kTagVerdict, comm_, &found, &status);
-  if (!found) return Notice::kNone;
+  if (!found) return pinged ? Notice::kAsked : Notice::kNone;
   int count = 0;
   MPI_Get_count(&status, MPI_INT, &count);
   silent->assign(count, 0);

@@ -3,7 +3,9 @@ job idles; the test applies the fault, then creates the file LOCKSTEP_TEST_GO_FI
 Every rank then keeps submitting small allreduces and must get an AbortedError naming
 the unresponsive ranks and hosts within the peer timeout, instead of hanging.
 With the argument `large`, the ranks run 4 MiB allreduces once the file exists, and
-the test freezes a rank in the middle of them."""
+the test freezes a rank in the middle of them; with `broadcast`, 16 MiB broadcasts
+from rank 0, which some ranks leave (for negotiation) while rank 0 is still sending to
+the frozen one."""
 
 import os
 import socket
@@ -25,12 +27,15 @@ def main():
     while not os.path.exists(go_file):
         time.sleep(0.02)
     started = time.monotonic()
-    large = sys.argv[1:] == ["large"]
-    data = np.ones((1 << 20) if large else 4, np.float32)
+    mode = sys.argv[1] if len(sys.argv) > 1 else "small"
+    data = np.ones({"small": 4, "large": 1 << 20, "broadcast": 1 << 22}[mode], np.float32)
     try:
         for _step in range(100000):
-            hvd.allreduce(data, name="step")
-            if not large:
+            if mode == "broadcast":
+                hvd.broadcast(data, root_rank=0, name="step")
+            else:
+                hvd.allreduce(data, name="step")
+            if mode == "small":
                 time.sleep(0.01)
     except hvd.AbortedError as error:
         print(f"rank {rank}: aborted after {time.monotonic() - started:.1f} s: {error}", flush=True)
