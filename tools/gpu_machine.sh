@@ -11,6 +11,7 @@
 # Everything it prints also goes to $OUT/gpu-<mode>.log when OUT is set (the device
 # runner brings $OUT back), else to build-gpu/gpu-<mode>.log.
 # Settings: PYTHON (default: python3 on PATH), JOBS (16), BUILD_DIR (build-gpu),
+# SYSTEM_PATH_FIRST (1: /usr/bin first on PATH while building; 0: PATH as it is),
 # CPU_SUITES (tests/python files also run by `test`; "" for none), PYTEST_K (a pytest -k
 # expression selecting GPU tests), PYTEST_ARGS (more pytest arguments, space-separated),
 # CTEST_REGEX (only the C++ tests it matches), BENCH_ARGS (more bench_gpu.py arguments).
@@ -75,8 +76,10 @@ step "build ($BUILD_DIR, -j$JOBS)"
 export CC=/usr/bin/gcc CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++
 # nvcc and CMake's CUDA detection look for g++ on PATH too: the system one must win,
 # for the build only (/usr/bin there also holds an mpirun that is not the carried one).
+# SYSTEM_PATH_FIRST=0 leaves PATH alone, to see whether CMake's own filter
+# (cmake/Nccl.cmake) keeps the static runtime out without this help.
 RUN_PATH=$PATH
-export PATH=/usr/bin:$PATH
+[ "${SYSTEM_PATH_FIRST:-1}" = 1 ] && export PATH=/usr/bin:$PATH
 tests_option=OFF
 gtest_option=()
 if [ -d "$CARRY/googletest" ]; then
@@ -92,6 +95,9 @@ fi
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_BUILD_PYTHON=ON \
   -DLOCKSTEP_BUILD_TESTS=$tests_option "${gtest_option[@]}" -DLOCKSTEP_WITH_TENSORFLOW=OFF \
   -DPython_EXECUTABLE="$PYTHON" -DMPI_C_COMPILER="$MPICC" -DMPIEXEC_EXECUTABLE="$MPIEXEC" -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++ || exit 1
+# What nvcc's host compiler links implicitly: where a static libstdc++ would come from.
+grep -h -E "CMAKE_CUDA_(HOST_COMPILER|IMPLICIT_LINK_(LIBRARIES|DIRECTORIES)) " \
+  "$BUILD_DIR"/CMakeFiles/*/CMakeCUDACompiler.cmake 2>/dev/null
 cmake --build "$BUILD_DIR" -j"$JOBS" || exit 1
 export PATH=$RUN_PATH
 PYTHONPATH=$ROOT/python "$PYTHON" -m lockstep.run --check-build 2>&1 | sed -n "1,6p"
