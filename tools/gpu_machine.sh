@@ -26,11 +26,12 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
 CARRY=$ROOT/.gpu-carry
 BUILD_DIR=${BUILD_DIR:-build-gpu}
+case "$BUILD_DIR" in /*) ;; *) BUILD_DIR=$ROOT/$BUILD_DIR ;; esac  # absolute from here on
 JOBS=${JOBS:-16}
 PYTHON=${PYTHON:-$(command -v python3)}
 # The CPU path through the same build (test_gpu_build.py assumes a machine without a GPU).
 CPU_SUITES=${CPU_SUITES-tests/python/test_torch_collectives.py tests/python/test_numpy_collectives.py}
-LOG_DIR=${OUT:-$ROOT/$BUILD_DIR}
+LOG_DIR=${OUT:-$BUILD_DIR}
 mkdir -p "$LOG_DIR" "$BUILD_DIR"
 LOG=$LOG_DIR/gpu-$MODE.log
 exec > >(tee "$LOG") 2>&1
@@ -84,10 +85,10 @@ tests_option=OFF
 gtest_option=()
 if [ -d "$CARRY/googletest" ]; then
   cmake -S "$CARRY/googletest" -B "$BUILD_DIR/googletest" -DCMAKE_BUILD_TYPE=Release -DBUILD_GMOCK=OFF \
-    -DCMAKE_INSTALL_PREFIX="$ROOT/$BUILD_DIR/googletest-install" >/dev/null &&
+    -DCMAKE_INSTALL_PREFIX="$BUILD_DIR/googletest-install" >/dev/null &&
     cmake --build "$BUILD_DIR/googletest" -j"$JOBS" >/dev/null &&
     cmake --install "$BUILD_DIR/googletest" >/dev/null &&
-    tests_option=ON && gtest_option=(-DGTest_ROOT="$ROOT/$BUILD_DIR/googletest-install")
+    tests_option=ON && gtest_option=(-DGTest_ROOT="$BUILD_DIR/googletest-install")
   [ "$tests_option" = ON ] || echo "GoogleTest from .gpu-carry/googletest did not build: no C++ tests"
 elif [ -f /usr/include/gtest/gtest.h ]; then  # a dev machine with GoogleTest installed
   tests_option=ON
