@@ -50,7 +50,7 @@ void CollectiveWatchdog::Watch() {
       if (wake_.wait_for(lock, period, [this] { return stopping_; })) return;
     }
     const double busy = clock_.BusySeconds();
-    if (busy <= 0 || busy < previous_busy) looked_early = false;  // none, or another call
+    if (busy < previous_busy) looked_early = false;  // another call (or none: busy 0)
     previous_busy = busy;
     if (busy <= 0) continue;
     // A process set's collective leaves the ranks outside the set idle: rank 0 may not
