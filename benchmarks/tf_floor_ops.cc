@@ -5,6 +5,12 @@
 //
 // - FloorSync: a plain OpKernel.
 // - FloorAsyncInline: an AsyncOpKernel that calls `done` inside ComputeAsync.
+// - FloorAsyncInlineWork: FloorAsyncInline that first either spins for `spin_ns`
+//   (time on the kernel's thread, touching no memory) or reads and writes one byte in
+//   each 64-byte line of the first `touch_kb` KiB of a private buffer (the same lines
+//   every call, as a library's own state would be). Side by side they separate the
+//   time a kernel takes from what its footprint in the caches costs TensorFlow's
+//   own work around it.
 // - FloorAsyncThread: an AsyncOpKernel that hands `done` to one long-lived worker
 //   thread, which calls it, as lockstep's background thread does. The worker
 //   either sleeps on a condition variable (woken per op) or spins; FloorSetSpin
@@ -23,13 +29,16 @@
 //
 // Not part of lockstep: nothing here links against it.
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #ifdef FLOOR_WITH_MPI
 #include <mpi.h>
@@ -59,6 +68,15 @@ using tensorflow::Tensor;
 FLOOR_OP("FloorSync");
 FLOOR_OP("FloorAsyncInline");
 FLOOR_OP("FloorAsyncThread");
+
+REGISTER_OP("FloorAsyncInlineWork")
+    .Input("tensor: T")
+    .Output("output: T")
+    .Attr("T: {float, double, int32, int64}")
+    .Attr("spin_ns: int = 0")
+    .Attr("touch_kb: int = 0")
+    .SetIsStateful()
+    .SetShapeFn(tensorflow::shape_inference::UnchangedShape);
 
 REGISTER_OP("FloorSetSpin")
     .Input("spin: bool")
@@ -91,6 +109,28 @@ class FloorAsyncInline : public AsyncOpKernel {
     CopyThrough(context);
     done();
   }
+};
+
+class FloorAsyncInlineWork : public AsyncOpKernel {
+ public:
+  explicit FloorAsyncInlineWork(OpKernelConstruction* context) : AsyncOpKernel(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("spin_ns", &spin_ns_));
+    OP_REQUIRES_OK(context, context->GetAttr("touch_kb", &touch_kb_));
+    lines_.assign(static_cast<size_t>(touch_kb_) * 1024, 1);
+  }
+  void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
+    CopyThrough(context);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin_ns_);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    for (size_t i = 0; i < lines_.size(); i += 64) lines_[i] = static_cast<char>(lines_[i] + 1);
+    done();
+  }
+
+ private:
+  int64_t spin_ns_ = 0;
+  int64_t touch_kb_ = 0;
+  std::vector<char> lines_;  // the benchmark calls one function at a time: no races
 };
 
 // One worker thread that runs the callbacks it is handed, in order. It lives for
@@ -241,6 +281,8 @@ REGISTER_KERNEL_BUILDER(Name("FloorMpiThread").Device(tensorflow::DEVICE_CPU), F
 
 REGISTER_KERNEL_BUILDER(Name("FloorSync").Device(tensorflow::DEVICE_CPU), FloorSync);
 REGISTER_KERNEL_BUILDER(Name("FloorAsyncInline").Device(tensorflow::DEVICE_CPU), FloorAsyncInline);
+REGISTER_KERNEL_BUILDER(Name("FloorAsyncInlineWork").Device(tensorflow::DEVICE_CPU),
+                        FloorAsyncInlineWork);
 REGISTER_KERNEL_BUILDER(Name("FloorAsyncThread").Device(tensorflow::DEVICE_CPU), FloorAsyncThread);
 REGISTER_KERNEL_BUILDER(Name("FloorSetSpin").Device(tensorflow::DEVICE_CPU), FloorSetSpin);
 

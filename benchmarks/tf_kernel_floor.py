@@ -20,6 +20,10 @@ float32[1] and fetched with .numpy(), as bench_tensorflow.py times them:
   LOCKSTEP_CALLER_CYCLES=0 to see it handed to the background thread and back, as
   the TensorFlow kernel's op always is).
 
+--footprint adds inline async kernels that spin for --spin-us, or write one byte per
+cache line of the same --touch-kb KiB, before calling `done`: what a kernel's time and
+its footprint in the caches cost TensorFlow's work around it.
+
 --extras adds: no-op with jit_compile=False and True, the functions called through
 their concrete function, the async-thread op pinned to the CPU device inside the
 function, and no-op / async-thread / lockstep under SINGLE_THREADED_EXECUTOR.
@@ -62,6 +66,13 @@ def parse_args():
     parser.add_argument("--inter-op", type=int, help="tf.config.threading.set_inter_op_parallelism_threads")
     parser.add_argument("--intra-op", type=int, help="tf.config.threading.set_intra_op_parallelism_threads")
     parser.add_argument("--extras", action="store_true", help="also the executor / jit / device variants")
+    parser.add_argument(
+        "--footprint",
+        action="store_true",
+        help="also inline kernels that spin for --spin-us or touch --touch-kb of memory before done",
+    )
+    parser.add_argument("--spin-us", type=float, default=2.7, help="lockstep's ComputeAsync time at 1 rank, say")
+    parser.add_argument("--touch-kb", default="16,64", help="comma-separated sizes for --footprint")
     parser.add_argument("--no-lockstep", action="store_true", help="skip lockstep and MPI (variant 5)")
     return parser.parse_args()
 
@@ -142,6 +153,19 @@ def make_variants(args, job, ops, hvd):
         "sync OpKernel (copy)": (fetch(tf.function(lambda v: ops.floor_sync(v))), None, None),
         "async, done inline": (fetch(tf.function(lambda v: ops.floor_async_inline(v))), None, None),
     }
+    if args.footprint:
+        spin_ns = int(args.spin_us * 1000)
+        variants[f"async inline, {args.spin_us:g} us spin"] = (
+            fetch(tf.function(lambda v: ops.floor_async_inline_work(v, spin_ns=spin_ns))),
+            None,
+            None,
+        )
+
+        def touching(kb):  # a closure: a default argument would become the function's input
+            return tf.function(lambda v: ops.floor_async_inline_work(v, touch_kb=kb))
+
+        for kb in (int(k) for k in args.touch_kb.split(",")):
+            variants[f"async inline, touching {kb} KiB"] = (fetch(touching(kb)), None, None)
     thread_fn = tf.function(lambda v: ops.floor_async_thread(v))
     variants["async, done from condvar thread"] = (fetch(thread_fn), None, None)
     variants["async, done from spinning thread"] = (
