@@ -9,8 +9,9 @@ block's length, as nccl-tests report time; a block counts as long as its slowest
 
 Parts:
   allreduce  in-place float32 Sum allreduce of 4 B .. 256 MiB, one at a time
-  gradients  ResNet-50's 161 gradients reduced from backward hooks (each gradient's
-             allreduce starts once autograd has it) against torch DDP's bucketing
+  gradients  ResNet-50's 161 gradients reduced by DistributedOptimizer (its gradient
+             buckets, then synchronize()) and from per-gradient backward hooks (each
+             allreduce starts once autograd has it), against torch DDP's bucketing
   training   a ResNet-50 training step (batch 32, 224x224): plain, DistributedOptimizer,
              per-gradient allreduce hooks, DDP
   overlap    that step with allreduces from backward hooks against the same allreduces
@@ -140,6 +141,11 @@ class HookedAllreduce:
 def measure_gradients(rank, quick):
     ours = GradientSet().to(rank.device)
     hooks = HookedAllreduce(ours, "bench.gradients")
+    bucketed = GradientSet().to(rank.device)
+    # lr 0 and no step(): synchronize() is the reduction, as DDP's backward is.
+    optimizer = hvd.DistributedOptimizer(
+        torch.optim.SGD(bucketed.parameters(), lr=0.0), named_parameters=bucketed.named_parameters()
+    )
     theirs = torch.nn.parallel.DistributedDataParallel(GradientSet().to(rank.device), device_ids=[rank.device.index])
     weight = torch.ones((), device=rank.device)
 
@@ -148,12 +154,19 @@ def measure_gradients(rank, quick):
         ours(weight).backward()
         hooks.wait()
 
+    def optimizer_step():
+        optimizer.zero_grad(set_to_none=False)
+        bucketed(weight).backward()
+        optimizer.synchronize()
+
     def ddp_step():
         theirs.zero_grad(set_to_none=False)
         theirs(weight).backward()
 
     samples = rank.interleaved(
-        {"lockstep (hooks)": lockstep_step, "torch DDP": ddp_step}, rounds=3 if quick else 8, count=2 if quick else 5
+        {"lockstep DistributedOptimizer": optimizer_step, "lockstep (hooks)": lockstep_step, "torch DDP": ddp_step},
+        rounds=3 if quick else 8,
+        count=2 if quick else 5,
     )
     nbytes = sum(p.numel() * 4 for p in ours.parameters())
     row = {"tensors": len(list(ours.parameters())), "bytes": nbytes}
