@@ -186,6 +186,7 @@ lint: $(REQUIREMENTS_STAMP)
 	$(VENV)/bin/ruff format --check $(PY_DIRS) || status=1; \
 	find $(CPP_DIRS) -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh' | \
 	  xargs -r clang-format --dry-run --Werror || status=1; \
+	$(VENV)/bin/python tools/check_layers.py || status=1; \
 	exit $$status
 
 wheel-test: setup

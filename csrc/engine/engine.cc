@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "backends/gpu_collectives.h"
-#include "backends/mpi/mpi_communicator.h"
+#include "backends/mpi/mpi_world.h"
 #include "fusion/fusion_buffer.h"
 #include "negotiation/peer_deadline.h"
 #include "submit/spec_validation.h"

@@ -5,6 +5,7 @@
 #include "backends/mpi/mpi_exchange.h"
 #include "backends/mpi/mpi_ops.h"
 #include "backends/mpi/mpi_silence_finder.h"
+#include "backends/mpi/mpi_world.h"
 
 namespace lockstep {
 

@@ -51,8 +51,4 @@ class MpiCommunicator : public Communicator {
   std::shared_ptr<PeerProbe> probe_;
 };
 
-// Initializes MPI (or adopts the program's) and returns the job's world over a private
-// duplicate of MPI_COMM_WORLD. Throws Error.
-World StartMpiWorld();
-
 }  // namespace lockstep
