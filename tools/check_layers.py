@@ -4,7 +4,8 @@ Each folder sits in a layer; a file may include headers of its own folder and of
 folders in lower layers, never of a higher layer or of another folder in its own layer
 (the exceptions are listed in SIDEWAYS). Above the backends nothing sees MPI: no
 `#include <mpi.h>` there, and of backends/mpi/ only mpi_world.h, which is MPI-free.
-The bindings use only the public headers in include/lockstep/.
+The bindings use only the public headers in include/lockstep/, which include nothing
+but each other.
 
     python tools/check_layers.py [csrc]       (exit status 1 with one line per violation)
 """
@@ -88,9 +89,20 @@ def violations(csrc):
     return found
 
 
+def public_violations(include):
+    """The public headers (include/lockstep/) may include only each other."""
+    found = []
+    for path in sorted(pathlib.Path(include).glob("*.h")):
+        for name in re.findall(r'^\s*#\s*include\s*"([^"]+)"', path.read_text(errors="replace"), re.M):
+            if not name.startswith("lockstep/"):
+                found.append(f'include/lockstep/{path.name}: #include "{name}": public headers include only lockstep/')
+    return found
+
+
 def main():
-    csrc = sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).resolve().parent.parent / "csrc"
-    found = violations(csrc)
+    root = pathlib.Path(__file__).resolve().parent.parent
+    csrc = sys.argv[1] if len(sys.argv) > 1 else root / "csrc"
+    found = violations(csrc) + (public_violations(root / "include" / "lockstep") if len(sys.argv) <= 1 else [])
     for line in found:
         print(line)
     return 1 if found else 0

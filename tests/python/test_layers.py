@@ -55,3 +55,9 @@ def test_each_kind_of_violation_is_named(tree, relative, text, complaint):
     write(tree, relative, text)
     found = check_layers.violations(tree)
     assert len(found) == 1 and complaint in found[0], found
+
+
+def test_a_public_header_including_the_core_is_named(tmp_path):
+    (tmp_path / "lockstep.h").write_text('#include "lockstep/types.h"\n#include "engine/engine.h"\n')
+    found = check_layers.public_violations(tmp_path)
+    assert len(found) == 1 and "engine/engine.h" in found[0], found
