@@ -95,3 +95,23 @@ def test_lockstep_opens_no_listening_socket(num_ranks):
     run.assert_all_ranks_passed(num_ranks)
     for rank in range(num_ranks):
         assert f"rank {rank}: listening sockets: []" in run.stdout, run.describe()
+
+
+@pytest.mark.parametrize("framework", ["tensorflow", "jax"])
+def test_rank_frozen_while_others_run_a_compiled_function_is_named(framework):
+    # The error reaches the user through TensorFlow's kernel status or XLA's FFI
+    # error, from a call that was inside the compiled function when rank 2 froze.
+    run = run_ranks(
+        "frozen_peer_compiled.py",
+        3,
+        timeout=JOB_LIMIT_SECONDS + 30,
+        args=[framework],
+        env={"LOCKSTEP_PEER_TIMEOUT_SECONDS": "3"},
+    )
+    assert not run.timed_out, f"the job hung\n{run.describe()}"
+    assert run.returncode != 0 and run.elapsed < JOB_LIMIT_SECONDS, run.describe()
+    assert "UNEXPECTED" not in run.stdout, run.describe()
+    for rank in (0, 1):
+        assert re.search(rf"rank {rank}: RAISED .*rank 2 on \S+ did not respond within 3 s", run.stdout), (
+            f"rank {rank} did not name the frozen rank\n{run.describe()}"
+        )
