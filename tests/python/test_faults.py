@@ -106,12 +106,12 @@ def test_rank_frozen_while_others_run_a_compiled_function_is_named(framework):
         3,
         timeout=JOB_LIMIT_SECONDS + 30,
         args=[framework],
-        env={"LOCKSTEP_PEER_TIMEOUT_SECONDS": "3"},
+        env={"LOCKSTEP_PEER_TIMEOUT_SECONDS": "4"},
     )
     assert not run.timed_out, f"the job hung\n{run.describe()}"
     assert run.returncode != 0 and run.elapsed < JOB_LIMIT_SECONDS, run.describe()
     assert "UNEXPECTED" not in run.stdout, run.describe()
     for rank in (0, 1):
-        assert re.search(rf"rank {rank}: RAISED .*rank 2 on \S+ did not respond within 3 s", run.stdout), (
+        assert re.search(rf"rank {rank}: RAISED .*rank 2 on \S+ did not respond within 4 s", run.stdout), (
             f"rank {rank} did not name the frozen rank\n{run.describe()}"
         )
