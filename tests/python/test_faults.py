@@ -97,10 +97,11 @@ def test_lockstep_opens_no_listening_socket(num_ranks):
         assert f"rank {rank}: listening sockets: []" in run.stdout, run.describe()
 
 
-@pytest.mark.parametrize("framework", ["tensorflow", "jax"])
+@pytest.mark.parametrize("framework", ["tensorflow", "jax", "keras-jax"])
 def test_rank_frozen_while_others_run_a_compiled_function_is_named(framework):
     # The error reaches the user through TensorFlow's kernel status or XLA's FFI
-    # error, from a call that was inside the compiled function when rank 2 froze.
+    # error, from a call that was inside the compiled function when rank 2 froze; in
+    # fit() on the JAX backend, through BroadcastGlobalVariablesCallback's check.
     run = run_ranks(
         "frozen_peer_compiled.py",
         3,

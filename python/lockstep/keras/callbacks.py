@@ -3,16 +3,31 @@ and the same epoch metrics everywhere."""
 
 import numpy as np
 
+from lockstep import _core
 from lockstep.common import host_ops
+from lockstep.common.exceptions import AbortedError
 from lockstep.common.ops import Average
-from lockstep.keras.keras_line import build_optimizer, keras, optimizer_variables
+from lockstep.keras.keras_line import backend_name, build_optimizer, keras, optimizer_variables
 from lockstep.keras.variables import broadcast_variables
 
 
 class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
     """At the start of every fit(), copy root_rank's model and optimizer variables
     to all ranks, so training starts from one state even when ranks initialized
-    differently or only root_rank restored a checkpoint."""
+    differently or only root_rank restored a checkpoint.
+
+    On the JAX backend it also ends fit() with lockstep's error soon after lockstep
+    has stopped (a rank stopped answering, or shutdown() ran elsewhere). JAX
+    dispatches steps without waiting for them, so fit() would otherwise run every
+    remaining step on failed results and raise only where some value is read, with
+    JAX's error repeated once per step before lockstep's. The TensorFlow and torch
+    backends raise inside the failing step.
+    """
+
+    # Keras may run the batch-end hook on a worker thread and keep dispatching steps:
+    # it only reads lockstep's state. A failure it raises there ends fit() at Keras'
+    # next batch.
+    async_safe = True
 
     def __init__(self, root_rank, device=""):
         super().__init__()
@@ -28,6 +43,12 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
             build_optimizer(optimizer, self.model.trainable_variables)
             variables += optimizer_variables(optimizer)
         broadcast_variables(variables, self.root_rank, name="BroadcastGlobalVariablesCallback")
+
+    if backend_name() == "jax":  # elsewhere the hook would only make Keras wait for each step's logs
+
+        def on_train_batch_end(self, batch, logs=None):
+            if not _core.is_initialized():
+                raise AbortedError(f"fit() cannot go on: {_core.not_running_reason()}")
 
 
 class MetricAverageCallback(keras.callbacks.Callback):
