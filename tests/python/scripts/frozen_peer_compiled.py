@@ -30,9 +30,8 @@ if FRAMEWORK == "keras-jax":
     features, targets = np.ones((64, 8), np.float32), np.zeros((64, 4), np.float32)
 
     class FreezeMidFit(keras.callbacks.Callback):
-        """Rank 2 freezes inside the long fit(), after its start's broadcast."""
-
-        async_safe = True  # so that only lockstep's callback could make fit() wait for a step
+        """Rank 2 freezes inside the long fit(), after its start's broadcast. No batch
+        hooks: Keras keeps dispatching steps without waiting for their logs."""
 
         def on_epoch_begin(self, epoch, logs=None):
             if fits > CALLS_BEFORE_FREEZING and epoch == 3 and hvd.rank() == FREEZING_RANK:
