@@ -7,8 +7,6 @@ namespace lockstep {
 
 MpiSilenceFinder::MpiSilenceFinder(std::shared_ptr<PeerProbe> probe) : probe_(std::move(probe)) {}
 
-MpiSilenceFinder::MpiSilenceFinder(MPI_Comm comm) : probe_(std::make_shared<PeerProbe>(comm)) {}
-
 std::vector<int> MpiSilenceFinder::FindSilentRanks(double wait_seconds) {
   using Clock = std::chrono::steady_clock;
   const auto wait =

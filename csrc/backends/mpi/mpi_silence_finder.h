@@ -2,8 +2,6 @@
 // ranks waiting there answer the watchdog's pings too.
 #pragma once
 
-#include <mpi.h>
-
 #include <memory>
 #include <vector>
 
@@ -15,7 +13,6 @@ namespace lockstep {
 class MpiSilenceFinder : public SilenceFinder {
  public:
   explicit MpiSilenceFinder(std::shared_ptr<PeerProbe> probe);
-  explicit MpiSilenceFinder(MPI_Comm comm);  // collective over `comm`: a probe of its own
   MpiSilenceFinder(const MpiSilenceFinder&) = delete;
   MpiSilenceFinder& operator=(const MpiSilenceFinder&) = delete;
 

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -25,7 +26,7 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 }
 
 TEST(SilenceFinderMpiTest, EveryRankAnsweringNamesNobody) {
-  MpiSilenceFinder finder(MPI_COMM_WORLD);
+  MpiSilenceFinder finder(std::make_shared<PeerProbe>(MPI_COMM_WORLD));
   const bool root = WorldRank() == 0;
   const std::vector<int> silent = finder.FindSilentRanks(root ? 5.0 : 30.0);
   if (root) finder.ShareVerdict(silent);
@@ -34,7 +35,7 @@ TEST(SilenceFinderMpiTest, EveryRankAnsweringNamesNobody) {
 }
 
 TEST(SilenceFinderMpiTest, RankZeroNamesTheRankThatNeverAnswersAndTheOthersHearIt) {
-  MpiSilenceFinder finder(MPI_COMM_WORLD);
+  MpiSilenceFinder finder(std::make_shared<PeerProbe>(MPI_COMM_WORLD));
   const int rank = WorldRank();
   const auto start = std::chrono::steady_clock::now();
   if (rank == 2) {
@@ -52,7 +53,7 @@ TEST(SilenceFinderMpiTest, RankZeroNamesTheRankThatNeverAnswersAndTheOthersHearI
 }
 
 TEST(SilenceFinderMpiTest, AVerdictThatNeverComesBlamesRankZero) {
-  MpiSilenceFinder finder(MPI_COMM_WORLD);
+  MpiSilenceFinder finder(std::make_shared<PeerProbe>(MPI_COMM_WORLD));
   const int rank = WorldRank();
   if (rank != 0) {
     const auto start = std::chrono::steady_clock::now();
