@@ -24,6 +24,9 @@
 // - FloorMpiSync: a plain OpKernel that calls MPI_Allreduce in Compute, blocking
 //   TensorFlow's thread (what lockstep avoids: ranks that order independent
 //   collectives differently could deadlock).
+// - FloorMpiAsyncInline: an AsyncOpKernel that calls MPI_Allreduce and then `done`
+//   inside ComputeAsync: the least an asynchronous kernel (what a collective must be,
+//   for the reason above) pays for one collective, before any negotiation.
 // - FloorMpiThread: an AsyncOpKernel whose worker thread (its own, condition
 //   variable) calls MPI_Allreduce and then `done`.
 //
@@ -220,6 +223,7 @@ class FloorSetSpin : public OpKernel {
 
 #ifdef FLOOR_WITH_MPI
 FLOOR_OP("FloorMpiSync");
+FLOOR_OP("FloorMpiAsyncInline");
 FLOOR_OP("FloorMpiThread");
 
 MPI_Comm Communicator() {
@@ -259,6 +263,16 @@ class FloorMpiSync : public OpKernel {
   }
 };
 
+class FloorMpiAsyncInline : public AsyncOpKernel {
+ public:
+  explicit FloorMpiAsyncInline(OpKernelConstruction* context) : AsyncOpKernel(context) {}
+  void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
+    Tensor* output = nullptr;
+    if (AllreduceInto(context, &output)) Allreduce(context->input(0), output);
+    done();
+  }
+};
+
 class FloorMpiThread : public AsyncOpKernel {
  public:
   explicit FloorMpiThread(OpKernelConstruction* context) : AsyncOpKernel(context) {}
@@ -276,6 +290,8 @@ class FloorMpiThread : public AsyncOpKernel {
 };
 
 REGISTER_KERNEL_BUILDER(Name("FloorMpiSync").Device(tensorflow::DEVICE_CPU), FloorMpiSync);
+REGISTER_KERNEL_BUILDER(Name("FloorMpiAsyncInline").Device(tensorflow::DEVICE_CPU),
+                        FloorMpiAsyncInline);
 REGISTER_KERNEL_BUILDER(Name("FloorMpiThread").Device(tensorflow::DEVICE_CPU), FloorMpiThread);
 #endif  // FLOOR_WITH_MPI
 

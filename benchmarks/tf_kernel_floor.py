@@ -14,9 +14,11 @@ float32[1] and fetched with .numpy(), as bench_tensorflow.py times them:
 - unless --no-lockstep (these need MPI): lockstep's allreduce (Average, as
   bench_tensorflow.py), a raw 4-byte MPI_Allreduce through mpi4py, and the least
   any library's collective could cost inside tf.function: a sync OpKernel calling
-  MPI_Allreduce in Compute (blocking TensorFlow's thread), and an AsyncOpKernel
-  whose worker thread calls MPI_Allreduce and then `done`; also lockstep.numpy's
-  4-byte allreduce (Sum), the same core op without TensorFlow (run the job with
+  MPI_Allreduce in Compute (blocking TensorFlow's thread), an AsyncOpKernel calling
+  it and then `done` inside ComputeAsync (the floor of an asynchronous collective),
+  and an AsyncOpKernel whose worker thread calls MPI_Allreduce and then `done`;
+  also lockstep.numpy's 4-byte allreduce (Sum), the same core op without
+  TensorFlow (run the job with
   LOCKSTEP_CALLER_CYCLES=0 to see it handed to the background thread and back, as
   the TensorFlow kernel's op always is).
 
@@ -189,6 +191,11 @@ def make_variants(args, job, ops, hvd):
             None,
         )
         variants["MPI_Allreduce in sync OpKernel"] = (fetch(tf.function(lambda v: ops.floor_mpi_sync(v))), None, None)
+        variants["MPI_Allreduce in async kernel, done inline"] = (
+            fetch(tf.function(lambda v: ops.floor_mpi_async_inline(v))),
+            None,
+            None,
+        )
         variants["MPI_Allreduce in async worker thread"] = (
             fetch(tf.function(lambda v: ops.floor_mpi_thread(v))),
             None,
