@@ -239,6 +239,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("buffer_address", &BufferAddress, py::arg("object"));
   m.def("enqueue", &Enqueue, py::arg("spec"));
   m.def("enqueue_group", &EnqueueGroup, py::arg("specs"));
+  m.def("enqueue_batch", &EnqueueBatch, py::arg("specs"), py::arg("wake_background") = true,
+        py::arg("grouped") = false);
   // enqueue_op and run_op take the OpSpec fields as arguments, in this order; `stream`
   // (a cudaStream_t as an integer) matters for GPU tensors only.
   const auto op_args = [] {

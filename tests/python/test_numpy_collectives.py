@@ -73,3 +73,13 @@ def test_synchronous_ops_from_several_threads(ranks, caller_cycles):
     # A waiting caller runs the cycles itself (flat combining); the others wait on it.
     run = run_ranks("threads_sync_ops.py", ranks, env={"LOCKSTEP_CALLER_CYCLES": caller_cycles})
     run.assert_all_ranks_passed(ranks)
+
+
+@pytest.mark.parametrize("frontend", ["numpy", "torch"])
+@pytest.mark.parametrize("ranks", [2, 3], ids=["np2", "np3"])
+def test_synchronous_collectives_do_not_wake_the_background_thread(frontend, ranks):
+    # broadcast, allgather, alltoall, reducescatter, grouped allreduce and barrier run
+    # their cycle on the caller, as allreduce does. The long cycle time keeps the
+    # background thread's own idle cycles out of the count.
+    run = run_ranks("sync_ops_no_wakeups.py", ranks, env={"LOCKSTEP_CYCLE_TIME": "50"}, args=(frontend,))
+    run.assert_all_ranks_passed(ranks)

@@ -196,8 +196,8 @@ def grouped_allreduce(
     process_set=global_process_set,
 ):
     """Allreduce a list of arrays as one negotiated, fused unit; returns a list."""
-    return synchronize(
-        grouped_allreduce_async(tensors, average, name, compression, op, prescale_factor, postscale_factor, process_set)
+    return DISPATCHER.run_now(
+        grouped_allreduce_async, tensors, average, name, compression, op, prescale_factor, postscale_factor, process_set
     )
 
 
@@ -210,7 +210,7 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
 
 def allgather(tensor, name=None, process_set=global_process_set):
     """Concatenate every rank's `tensor` along the first dimension (sizes may differ)."""
-    return synchronize(allgather_async(tensor, name, process_set))
+    return DISPATCHER.run_now(allgather_async, tensor, name, process_set)
 
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
@@ -227,7 +227,7 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
 
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
     """Allgather a list of arrays as one negotiated unit; returns a list."""
-    return synchronize(grouped_allgather_async(tensors, name, process_set))
+    return DISPATCHER.run_now(grouped_allgather_async, tensors, name, process_set)
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
@@ -240,7 +240,7 @@ def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """Return root_rank's `tensor` on every rank (root_rank is a global rank)."""
-    return synchronize(broadcast_async(tensor, root_rank, name, process_set))
+    return DISPATCHER.run_now(broadcast_async, tensor, root_rank, name, process_set)
 
 
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
@@ -261,7 +261,7 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     Returns the received rows in rank order, and with splits given also the number
     of rows received from each rank.
     """
-    return synchronize(alltoall_async(tensor, splits, name, process_set))
+    return DISPATCHER.run_now(alltoall_async, tensor, splits, name, process_set)
 
 
 def reducescatter_async(
@@ -283,7 +283,7 @@ def reducescatter(
 ):
     """Reduce across ranks and return this rank's share of the first dimension
     (the first `rows % size` ranks get one extra row)."""
-    return synchronize(reducescatter_async(tensor, name, op, prescale_factor, postscale_factor, process_set))
+    return DISPATCHER.run_now(reducescatter_async, tensor, name, op, prescale_factor, postscale_factor, process_set)
 
 
 def grouped_reducescatter_async(
@@ -305,7 +305,9 @@ def grouped_reducescatter(
     tensors, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set
 ):
     """Reducescatter a list of arrays as one negotiated unit; returns a list of shares."""
-    return synchronize(grouped_reducescatter_async(tensors, name, op, prescale_factor, postscale_factor, process_set))
+    return DISPATCHER.run_now(
+        grouped_reducescatter_async, tensors, name, op, prescale_factor, postscale_factor, process_set
+    )
 
 
 def poll(handle):
@@ -318,7 +320,7 @@ def synchronize(handle):
 
 def barrier(process_set=global_process_set):
     """Return once every rank (of the process set) has called barrier()."""
-    synchronize(DISPATCHER.barrier(process_set_id(process_set)))
+    DISPATCHER.run_now(DISPATCHER.barrier, process_set_id(process_set))
 
 
 def join():

@@ -53,15 +53,14 @@ class _GroupedAllreduce(torch.autograd.Function):
     def forward(ctx, op, name, prescale_factor, postscale_factor, process_set, *tensors):
         ctx.reduction = (op, prescale_factor, postscale_factor, process_set)
         return tuple(
-            mpi_ops.synchronize(
-                mpi_ops.grouped_allreduce_async(
-                    list(tensors),
-                    name=name,
-                    op=op,
-                    prescale_factor=prescale_factor,
-                    postscale_factor=postscale_factor,
-                    process_set=process_set,
-                )
+            DISPATCHER.run_now(
+                mpi_ops.grouped_allreduce_async,
+                list(tensors),
+                name=name,
+                op=op,
+                prescale_factor=prescale_factor,
+                postscale_factor=postscale_factor,
+                process_set=process_set,
             )
         )
 
@@ -81,7 +80,7 @@ class _GroupedAllreduce(torch.autograd.Function):
 class _Allgather(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, process_set):
-        gathered = mpi_ops.synchronize(mpi_ops.allgather_async(tensor, name=name, process_set=process_set))
+        gathered = DISPATCHER.run_now(mpi_ops.allgather_async, tensor, name=name, process_set=process_set)
         ctx.rows = tensor.shape[0]
         ctx.process_set = process_set
         return gathered
@@ -99,7 +98,7 @@ class _Broadcast(torch.autograd.Function):
     def forward(ctx, tensor, root_rank, name, process_set):
         ctx.root_rank = root_rank
         ctx.process_set = process_set
-        return mpi_ops.synchronize(mpi_ops.broadcast_async(tensor, root_rank, name=name, process_set=process_set))
+        return DISPATCHER.run_now(mpi_ops.broadcast_async, tensor, root_rank, name=name, process_set=process_set)
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -113,8 +112,8 @@ class _Broadcast(torch.autograd.Function):
 class _Alltoall(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, splits, name, process_set):
-        output, received_splits = mpi_ops.synchronize(
-            mpi_ops.alltoall_async(tensor, splits, name=name, process_set=process_set)
+        output, received_splits = DISPATCHER.run_now(
+            mpi_ops.alltoall_async, tensor, splits, name=name, process_set=process_set
         )
         ctx.received_splits = received_splits
         ctx.process_set = process_set
@@ -142,15 +141,14 @@ def _rank_in(process_set):
 class _Reducescatter(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, op, name, prescale_factor, postscale_factor, process_set):
-        reduced = mpi_ops.synchronize(
-            mpi_ops.reducescatter_async(
-                tensor,
-                name=name,
-                op=op,
-                prescale_factor=prescale_factor,
-                postscale_factor=postscale_factor,
-                process_set=process_set,
-            )
+        reduced = DISPATCHER.run_now(
+            mpi_ops.reducescatter_async,
+            tensor,
+            name=name,
+            op=op,
+            prescale_factor=prescale_factor,
+            postscale_factor=postscale_factor,
+            process_set=process_set,
         )
         ctx.scale = _reducescatter_grad_scale(op, prescale_factor, postscale_factor, process_set)
         ctx.process_set = process_set
@@ -167,15 +165,14 @@ class _GroupedReducescatter(torch.autograd.Function):
         ctx.scale = _reducescatter_grad_scale(op, prescale_factor, postscale_factor, process_set)
         ctx.process_set = process_set
         return tuple(
-            mpi_ops.synchronize(
-                mpi_ops.grouped_reducescatter_async(
-                    list(tensors),
-                    name=name,
-                    op=op,
-                    prescale_factor=prescale_factor,
-                    postscale_factor=postscale_factor,
-                    process_set=process_set,
-                )
+            DISPATCHER.run_now(
+                mpi_ops.grouped_reducescatter_async,
+                list(tensors),
+                name=name,
+                op=op,
+                prescale_factor=prescale_factor,
+                postscale_factor=postscale_factor,
+                process_set=process_set,
             )
         )
 
@@ -189,7 +186,7 @@ class _GroupedAllgather(torch.autograd.Function):
     @staticmethod
     def forward(ctx, name, process_set, *tensors):
         gathered = tuple(
-            mpi_ops.synchronize(mpi_ops.grouped_allgather_async(list(tensors), name=name, process_set=process_set))
+            DISPATCHER.run_now(mpi_ops.grouped_allgather_async, list(tensors), name=name, process_set=process_set)
         )
         ctx.rows = [tensor.shape[0] for tensor in tensors]  # checked above: each has a first dimension
         ctx.process_set = process_set

@@ -161,8 +161,8 @@ def grouped_allreduce_(
     tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set
 ):
     """Reduce a list of tensors in place as one unit and return the list."""
-    return synchronize(
-        grouped_allreduce_async_(tensors, average, name, op, prescale_factor, postscale_factor, process_set)
+    return DISPATCHER.run_now(
+        grouped_allreduce_async_, tensors, average, name, op, prescale_factor, postscale_factor, process_set
     )
 
 
@@ -254,7 +254,7 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_se
 
 def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
     """Overwrite `tensor` with root_rank's values and return it."""
-    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+    return DISPATCHER.run_now(broadcast_async_, tensor, root_rank, name, process_set)
 
 
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
@@ -310,7 +310,7 @@ def synchronize(handle):
 
 def barrier(process_set=global_process_set):
     """Return once every rank has called barrier()."""
-    synchronize(DISPATCHER.barrier(process_set_id(process_set)))
+    DISPATCHER.run_now(DISPATCHER.barrier, process_set_id(process_set))
 
 
 def join(device=-1):

@@ -8,7 +8,7 @@ import torch
 
 from lockstep.common import basics
 from lockstep.common.objects import ObjectCollectives
-from lockstep.common.process import NAMER
+from lockstep.common.process import DISPATCHER, NAMER
 from lockstep.common.process_sets import global_process_set
 from lockstep.torch import mpi_ops
 
@@ -19,11 +19,11 @@ def _as_tensor(array):
 
 
 def _broadcast_bytes(array, root_rank, name, process_set):
-    return mpi_ops.synchronize(mpi_ops.broadcast_async(_as_tensor(array), root_rank, name, process_set)).numpy()
+    return DISPATCHER.run_now(mpi_ops.broadcast_async, _as_tensor(array), root_rank, name, process_set).numpy()
 
 
 def _allgather_bytes(array, name, process_set):
-    return mpi_ops.synchronize(mpi_ops.allgather_async(_as_tensor(array), name, process_set)).numpy()
+    return DISPATCHER.run_now(mpi_ops.allgather_async, _as_tensor(array), name, process_set).numpy()
 
 
 _OBJECTS = ObjectCollectives(_broadcast_bytes, _allgather_bytes, NAMER, basics.rank)
