@@ -42,6 +42,10 @@ class Scaling(NamedTuple):
     postscale: Any = 1.0
 
 
+def _no_result(results):
+    return None
+
+
 class OpDispatcher:
     def __init__(self, core, namer, handles):
         self._core = core
@@ -94,6 +98,15 @@ class OpDispatcher:
         self._require_initialized()
         names = [self._name("allreduce", name, ps) for name in names]
         return self._allreduces(tensors, outputs, scaling, names, finish, ps, wake_background, grouped)
+
+    def allreduce_in_place_batch(self, members, owners, scaling, ps=0, wake_background=True):
+        """allreduce_batch for a frontend that builds the core's member tuples itself
+        (see _enqueue_allreduces), each reducing a host tensor in place under a name it
+        has checked once: a DistributedOptimizer's bucket of dense gradients, every step,
+        where building TensorRefs and checking each name again cost several
+        microseconds per gradient. synchronize() returns None."""
+        self._require_initialized()
+        return self._enqueue_allreduces(members, owners, scaling, _no_result, ps, wake_background, False)
 
     def run_allreduce(
         self, dtype, shape, address, output_address, op, prescale, postscale, name, device=-1, ps=0, stream=0
@@ -385,20 +398,25 @@ class OpDispatcher:
 
     def _allreduces(self, tensors, outputs, scaling, names, finish, ps, wake_background=True, grouped=False):
         """Allreduces sharing one op and scaling, in one call into the core."""
-        is_bool = any(tensor.dtype is self._core.DataType.BOOL for tensor in tensors)
-        reduce_op, prescale, postscale = self._reduction_args(
-            self._core.DataType.BOOL if is_bool else None, scaling, ALLREDUCE_OPS, "allreduce", ps
-        )
         members = [
             (name, t.dtype, t.shape, t.address, o.address, t.device, t.stream)
             for t, o, name in zip(tensors, outputs, names)
         ]
         if wake_background and self._caller_will_wait(tensors):
             wake_background = False
+        owners = tuple(t.owner for t in tensors) + tuple(o.owner for o in outputs)
+        return self._enqueue_allreduces(members, owners, scaling, finish, ps, wake_background, grouped)
+
+    def _enqueue_allreduces(self, members, owners, scaling, finish, ps, wake_background, grouped):
+        """members: the core's (name, dtype, shape, input address, output address,
+        device, stream) per allreduce; owners: what keeps their memory alive."""
+        is_bool = any(member[1] is self._core.DataType.BOOL for member in members)
+        reduce_op, prescale, postscale = self._reduction_args(
+            self._core.DataType.BOOL if is_bool else None, scaling, ALLREDUCE_OPS, "allreduce", ps
+        )
         core_handles = self._core.enqueue_allreduces(
             members, reduce_op, prescale, postscale, ps, wake_background, grouped
         )
-        owners = tuple(t.owner for t in tensors) + tuple(o.owner for o in outputs)
         return self._handles.add(PendingOp(core_handles=core_handles, finish=finish, keepalive=owners))
 
     def _submit(self, specs, finish, owners, grouped=False):

@@ -19,9 +19,16 @@ from typing import Any, Callable, List
 
 import torch
 
+from lockstep.common.dispatch import Scaling
 from lockstep.common.exceptions import OptimizerUsageError
+from lockstep.common.process import DISPATCHER
+from lockstep.common.process_sets import process_set_id
 from lockstep.torch import mpi_ops
+from lockstep.torch.compression import Compression
 from lockstep.torch.sparse import sparse_allreduce_async
+from lockstep.torch.tensors import CORE_DTYPES
+
+_STRIDED = torch.strided
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,11 @@ class GradientReducer:
         self._group_of = {param: index for index, group in enumerate(groups) for param in group}
         self._buckets = [list(bucket) for bucket in buckets]
         self._bucket_of = {param: index for index, bucket in enumerate(self._buckets) for param in bucket}
+        # A bucket of dense CPU gradients without compression, the usual case, skips the
+        # general path's per-tensor wrappers (_submit_dense_host_batch).
+        self._plain_batches = settings.compression is Compression.none
+        self._core_dtypes = {param: CORE_DTYPES.get(param.dtype) for param in self._params}
+        self._scaling = Scaling(settings.op, settings.prescale_factor, settings.postscale_factor)
         self._hook_handles = []
         self._hook_lock = threading.Lock()
         self._active = False
@@ -136,6 +148,8 @@ class GradientReducer:
 
     def _submit_batch(self, params):
         """Each parameter's own allreduce, the dense ones handed over in one call."""
+        if self._plain_batches and self._submit_dense_host_batch(params):
+            return
         dense = []
         for param in params:
             self._submitted.add(param)
@@ -155,6 +169,40 @@ class GradientReducer:
         )
         contexts = [(param, context) for (param, _), (_, context) in zip(dense, compressed)]
         self._in_flight.append(lambda: self._store_group(handle, contexts))
+
+    def _submit_dense_host_batch(self, params):
+        """_submit_batch for gradients that are all dense, contiguous CPU tensors of a
+        supported dtype, with no compression: the core's member tuples are built here
+        directly and each gradient is reduced in place. About 10 us per gradient less
+        than the general path, which builds and checks a TensorRef for each and checks
+        each name again (measured right after backward, on a cold cache; at ~12
+        gradients per step that was 1% of the benchmark convnet's step). False, with
+        nothing submitted, for anything else: the general path then handles it, or
+        raises the error."""
+        members = []
+        gradients = []
+        for param in params:
+            core_dtype = self._core_dtypes[param]
+            # param.grad itself (a sparse_as_dense copy must go through the general path,
+            # which writes the result back), or zeros for a parameter this rank did not use.
+            grad = param.grad
+            if grad is None:
+                grad = self._dense_or_sparse_gradient(param)
+            if core_dtype is None or not (grad.is_cpu and grad.layout is _STRIDED and grad.is_contiguous()):
+                return False
+            address = grad.data_ptr()
+            members.append((self._op_names[param], core_dtype, grad.shape, address, address, -1, 0))
+            gradients.append(grad)
+        self._submitted.update(params)
+        handle = DISPATCHER.allreduce_in_place_batch(
+            members,
+            tuple(gradients),
+            self._scaling,
+            ps=process_set_id(self._settings.process_set),
+            wake_background=not self._all_submitted(),
+        )
+        self._in_flight.append(lambda: mpi_ops.synchronize(handle))
+        return True
 
     def _all_submitted(self):
         """After the last gradients of a backward pass: step() (synchronize) follows at

@@ -228,6 +228,26 @@ def check_unused_parameters(rank, size):
     assert_close(rare.detach(), -torch.tensor([2.0, 4.0]) / size, "parameter used on rank 0 only")
 
 
+def check_non_contiguous_gradients(rank, size):
+    """A bucket holding a gradient the core cannot write in place (a channels_last conv
+    weight, a transposed view) goes through the path that copies results back; the
+    plain gradients in the same bucket are averaged too."""
+    conv = nn.Parameter(torch.zeros(4, 3, 2, 2).to(memory_format=torch.channels_last))
+    plain = nn.Parameter(torch.zeros(5))
+    optimizer = hvd.DistributedOptimizer(
+        torch.optim.SGD([conv, plain], lr=1.0), named_parameters=[("conv", conv), ("plain", plain)]
+    )
+    for step in range(2):
+        optimizer.zero_grad()
+        ((conv * (rank + 1 + step)).sum() + (plain * (rank + 2)).sum()).backward()
+        assert not conv.grad.is_contiguous(), "the test needs a non-contiguous gradient"
+        optimizer.step()
+    mean = lambda offset: sum(r + offset for r in range(size)) / size  # noqa: E731
+    assert_close(conv.detach(), torch.full((4, 3, 2, 2), -(mean(1) + mean(2))), "channels_last gradient")
+    assert_close(plain.detach(), torch.full((5,), -2 * mean(2)), "plain gradient in the same bucket")
+    assert_identical_across_ranks(hvd, [conv.detach(), plain.detach()], "non-contiguous gradients")
+
+
 def check_misuse(rank, size):
     model = make_model()
     optimizer = hvd.DistributedOptimizer(sgd(model.parameters()), named_parameters=model.named_parameters())
@@ -313,6 +333,7 @@ def run(rank, size):
     check_buckets(rank, size)
     check_sparse_gradients(rank, size)
     check_unused_parameters(rank, size)
+    check_non_contiguous_gradients(rank, size)
     check_misuse(rank, size)
     check_optimizer_protocols(rank, size)
     check_join_with_uneven_data(rank, size)
