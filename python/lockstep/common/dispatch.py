@@ -99,14 +99,15 @@ class OpDispatcher:
         names = [self._name("allreduce", name, ps) for name in names]
         return self._allreduces(tensors, outputs, scaling, names, finish, ps, wake_background, grouped)
 
-    def allreduce_in_place_batch(self, members, owners, scaling, ps=0, wake_background=True):
+    def allreduce_in_place_batch(self, members, owners, scaling, ps=0, wake_background=True, grouped=False):
         """allreduce_batch for a frontend that builds the core's member tuples itself
         (see _enqueue_allreduces), each reducing a host tensor in place under a name it
         has checked once: a DistributedOptimizer's bucket of dense gradients, every step,
         where building TensorRefs and checking each name again cost several
-        microseconds per gradient. synchronize() returns None."""
+        microseconds per gradient. `grouped`: negotiated as one unit (an explicit group
+        of parameters). synchronize() returns None."""
         self._require_initialized()
-        return self._enqueue_allreduces(members, owners, scaling, _no_result, ps, wake_background, False)
+        return self._enqueue_allreduces(members, owners, scaling, _no_result, ps, wake_background, grouped)
 
     def run_allreduce(
         self, dtype, shape, address, output_address, op, prescale, postscale, name, device=-1, ps=0, stream=0
