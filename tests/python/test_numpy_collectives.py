@@ -80,6 +80,6 @@ def test_synchronous_ops_from_several_threads(ranks, caller_cycles):
 def test_synchronous_collectives_do_not_wake_the_background_thread(frontend, ranks):
     # broadcast, allgather, alltoall, reducescatter, grouped allreduce and barrier run
     # their cycle on the caller, as allreduce does. The long cycle time keeps the
-    # background thread's own idle cycles out of the count.
-    run = run_ranks("sync_ops_no_wakeups.py", ranks, env={"LOCKSTEP_CYCLE_TIME": "50"}, args=(frontend,))
+    # background thread's own idle cycles few (the script allows for them).
+    run = run_ranks("sync_ops_no_wakeups.py", ranks, env={"LOCKSTEP_CYCLE_TIME": "500"}, args=(frontend,))
     run.assert_all_ranks_passed(ranks)
