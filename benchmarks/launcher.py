@@ -1,5 +1,6 @@
 """Starting one benchmark script under mpirun and collecting its JSON."""
 
+import functools
 import json
 import os
 import signal
@@ -28,6 +29,7 @@ def job_environment(extra=None):
     python_dir = os.path.join(REPO_ROOT, "python")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (python_dir, env.get("PYTHONPATH")) if p)
     env["OMPI_MCA_mpi_yield_when_idle"] = "1"
+    env["OMPI_MCA_osc"] = "^ucx"  # as lockstep sets it: mpi4py-only jobs print UCX errors otherwise
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
@@ -44,8 +46,24 @@ def binding_for(ranks):
     return "core" if ranks <= (os.cpu_count() or 1) else "none"
 
 
+@functools.lru_cache(maxsize=None)
+def built_mpi():
+    """The mpirun and libmpi of the MPI lockstep was built against (asked in a child
+    process, so this one loads no MPI): every job runs on them, mpi4py's raw-MPI
+    comparators included (MPI4PY_LIBMPI), so ratios compare like with like."""
+    query = (
+        "from lockstep import mpi_launcher; info = mpi_launcher.mpi_info(); "
+        "print(mpi_launcher.find_mpirun() or 'mpirun'); print(info['library_path'] if info else '')"
+    )
+    env = job_environment()
+    found = subprocess.run([sys.executable, "-c", query], env=env, capture_output=True, text=True, timeout=120)
+    lines = found.stdout.strip().splitlines()[-2:]
+    return (lines[0], lines[1]) if len(lines) == 2 else ("mpirun", "")
+
+
 def mpirun_command(ranks, script, args, forwarded):
-    command = ["mpirun", "-np", str(ranks), "--oversubscribe", "--bind-to", binding_for(ranks)]
+    mpirun, _ = built_mpi()
+    command = [mpirun, "-np", str(ranks), "--oversubscribe", "--bind-to", binding_for(ranks)]
     for name in forwarded:
         command += ["-x", name]
     return command + [sys.executable, os.path.join(BENCH_DIR, script), *args]
@@ -59,7 +77,10 @@ def run_benchmark(script, ranks, out_path, args=(), settings=None, timeout_s=300
     """
     settings = settings or {}
     env = job_environment(settings)
-    forwarded = ["PYTHONPATH", "OMPI_MCA_mpi_yield_when_idle", *settings]
+    _, libmpi = built_mpi()
+    if libmpi:
+        env["MPI4PY_LIBMPI"] = libmpi
+    forwarded = ["PYTHONPATH", "OMPI_MCA_mpi_yield_when_idle", "OMPI_MCA_osc", "MPI4PY_LIBMPI", *settings]
     command = mpirun_command(ranks, script, ["--out", out_path, *args], forwarded)
     started = time.monotonic()
     try:

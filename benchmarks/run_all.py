@@ -245,7 +245,8 @@ def memory_settings(quick):
 
 def mpi_version():
     try:
-        out = subprocess.run(["mpirun", "--version"], capture_output=True, text=True, timeout=30).stdout
+        mpirun, _ = launcher.built_mpi()
+        out = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
         return "unknown MPI"
     return out.strip().splitlines()[0] if out.strip() else "unknown MPI"

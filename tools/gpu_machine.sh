@@ -95,7 +95,8 @@ elif [ -f /usr/include/gtest/gtest.h ]; then  # a dev machine with GoogleTest in
 fi
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_BUILD_PYTHON=ON \
   -DLOCKSTEP_BUILD_TESTS=$tests_option "${gtest_option[@]}" -DLOCKSTEP_WITH_TENSORFLOW=OFF \
-  -DPython_EXECUTABLE="$PYTHON" -DMPI_C_COMPILER="$MPICC" -DMPIEXEC_EXECUTABLE="$MPIEXEC" -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++ || exit 1
+  -DPython_EXECUTABLE="$PYTHON" -DLOCKSTEP_MPI=system -DMPI_C_COMPILER="$MPICC" -DMPIEXEC_EXECUTABLE="$MPIEXEC" \
+  -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++ || exit 1
 # What nvcc's host compiler links implicitly: where a static libstdc++ would come from.
 grep -h -E "CMAKE_CUDA_(HOST_COMPILER|IMPLICIT_LINK_(LIBRARIES|DIRECTORIES)) " \
   "$BUILD_DIR"/CMakeFiles/*/CMakeCUDACompiler.cmake 2>/dev/null

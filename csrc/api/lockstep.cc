@@ -12,6 +12,7 @@
 
 #include "backends/gpu_collectives.h"
 #include "backends/gpu_info.h"
+#include "backends/mpi/mpi_world.h"
 #include "common/config.h"
 #include "common/host_buffer_pool.h"
 #include "engine/engine.h"
@@ -154,6 +155,7 @@ std::string NotRunningReason() {
 Topology GetTopology() { return RunningEngine()->topology(); }
 bool MpiThreadsSupported() { return RunningEngine()->threads_supported(); }
 bool MpiBuilt() { return true; }
+MpiInfo GetMpiInfo() { return QueryMpiInfo(); }
 
 // Scripts written for Horovod choose the GPU when nccl_built() is nonzero; whether
 // this process can run GPU collectives is GetNcclInfo().problem.

@@ -224,6 +224,19 @@ PYBIND11_MODULE(_core, m) {
     out["problem"] = info.problem;
     return out;
   });
+  m.def("mpi_info", [] {
+    MpiInfo info = GetMpiInfo();
+    py::dict out;
+    out["source"] = info.source;
+    out["built_version"] = info.built_version;
+    out["built_library"] = info.built_library;
+    out["built_launcher"] = info.built_launcher;
+    out["built_with_ulfm"] = info.built_with_ulfm;
+    out["library_has_ulfm"] = info.library_has_ulfm;
+    out["library_version"] = info.library_version;
+    out["library_path"] = info.library_path;
+    return out;
+  });
   m.def("engine_stats", [] {
     EngineStats stats = GetEngineStats();
     py::dict out;

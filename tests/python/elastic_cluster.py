@@ -35,7 +35,7 @@ class ElasticRun:
         self.hosts_file = tmp_path / "hosts.txt"
         self.release_file = tmp_path / "release"
         self.set_hosts(hosts)
-        agent = " ".join(cluster.mca_args()[:6])  # plm_rsh_agent, plm_rsh_no_tree_spawn
+        agent = " ".join(cluster.agent_args())
         program = program or [sys.executable, str(SCRIPT)]
         command = [
             sys.executable,

@@ -4,6 +4,7 @@ Every launch is bounded: on timeout the whole process group is killed, so a hang
 shows up as a failed test instead of a stuck suite.
 """
 
+import functools
 import os
 import signal
 import subprocess
@@ -57,10 +58,24 @@ def child_environment(extra_env):
     return env
 
 
+@functools.lru_cache(maxsize=None)
+def mpirun():
+    """The mpirun of the MPI the package under test was built against (what
+    lockstep-run uses too): Open MPI 5 from .venv by default, Debian's Open MPI 4.1 for
+    the system-MPI build. Asked in a child process: loading the core here would load
+    MPI into pytest before the frameworks some tests import."""
+    query = "from lockstep import mpi_launcher; print(mpi_launcher.find_mpirun() or '')"
+    found = subprocess.run(
+        [sys.executable, "-c", query], env=child_environment(None), capture_output=True, text=True, timeout=120
+    )
+    lines = found.stdout.strip().splitlines()
+    return lines[-1] if lines else "mpirun"
+
+
 def run_ranks(script, num_ranks, timeout=120, env=None, args=()):
     """Run tests/python/scripts/<script> on num_ranks ranks; never raises on failure."""
     command = [
-        "mpirun",
+        mpirun(),
         "--allow-run-as-root",
         "--oversubscribe",
         "--bind-to",

@@ -33,6 +33,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mpi_harness  # noqa: E402
 
+sys.path.insert(0, str(mpi_harness.PACKAGE_ROOT))
+from lockstep import mpi_launcher  # noqa: E402  (the launcher module only: no core)
+
 MARKER_DIR = Path("/tmp/lockstep-pretend-cluster")
 NAME_PREFIX = "lsc"  # namespaces lsc<tag>h<i>; links lsb<tag> (bridge), lsv<tag>h<i>
 SUBNET_PREFIX = "10.213.7"
@@ -43,9 +46,9 @@ def unavailable_reason():
     """None when namespaces can be made here, else why the pretend cluster cannot run."""
     if os.geteuid() != 0:
         return "the pretend cluster needs root (network namespaces)"
-    for tool in ("ip", "unshare", "mpirun"):
+    for tool in ("ip", "unshare", mpi_harness.mpirun()):
         if shutil.which(tool) is None:
-            return f"the pretend cluster needs `{tool}` (apt packages iproute2, util-linux, openmpi-bin)"
+            return f"the pretend cluster needs `{tool}` (apt packages iproute2, util-linux; make setup)"
     probe = f"{NAME_PREFIX}probe{os.getpid()}"
     made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
     if made.returncode != 0:
@@ -184,26 +187,30 @@ class PretendCluster:
         script = f"hostname {self.hostnames[index]} && exec {shlex.join(command)}"
         return ["ip", "netns", "exec", self.namespaces[index], "unshare", "--uts", "sh", "-c", script]
 
+    def agent_args(self):
+        """How mpirun reaches the pretend hosts (instead of ssh): ORTE's rsh agent
+        settings (Open MPI 4) or PRRTE's ssh agent ones (Open MPI 5)."""
+        mpirun = mpi_harness.mpirun()
+        plm = "plm_ssh" if mpi_launcher.is_prrte(mpirun) else "plm_rsh"
+        return mpi_launcher.setting_args(mpirun, {f"{plm}_agent": str(self.agent), f"{plm}_no_tree_spawn": "1"})
+
     def mca_args(self):
         """What Open MPI needs to treat the namespaces as hosts and stay on the subnet."""
+        mpirun = mpi_harness.mpirun()
+        shared_memory = "sm" if mpi_launcher.is_prrte(mpirun) else "vader"
         settings = {
-            "plm_rsh_agent": str(self.agent),
-            "plm_rsh_no_tree_spawn": "1",
             "oob_tcp_if_include": SUBNET,
             "btl_tcp_if_include": SUBNET,
-            "btl": "tcp,self,vader",
+            "btl": f"tcp,self,{shared_memory}",
             "mpi_yield_when_idle": "1",
         }
-        args = []
-        for key, value in settings.items():
-            args += ["--mca", key, value]
-        return args
+        return self.agent_args() + mpi_launcher.setting_args(mpirun, settings)
 
     def mpirun_command(self, program, num_ranks=None, extra=()):
         """mpirun on the first host, ranks filling the hostfile's slots in order."""
         num_ranks = num_ranks or sum(self.slots)
         command = [
-            "mpirun",
+            mpi_harness.mpirun(),
             "--allow-run-as-root",
             "--bind-to",
             "none",

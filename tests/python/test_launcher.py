@@ -164,10 +164,40 @@ def test_bad_invocations_fail_with_a_clear_message(argv, message):
 
 
 def test_missing_mpirun_is_reported(tmp_path):
-    env = dict(os.environ, PATH=str(tmp_path))
-    result = run_launcher(["-np", "2", "python", "t.py"], env=env)
-    assert result.returncode == 2
-    assert "mpirun not found" in result.stderr
+    # The launcher's files without a built core, and no mpirun on PATH.
+    package = tmp_path / "lockstep"
+    package.mkdir()
+    for name in ("__init__.py", "run.py", "run_hosts.py", "run_elastic.py", "run_discovery.py", "mpi_launcher.py"):
+        (package / name).write_text(open(os.path.join(REPO_ROOT, "python", "lockstep", name)).read())
+    (package / "elastic_protocol.py").write_text(
+        open(os.path.join(REPO_ROOT, "python", "lockstep", "elastic_protocol.py")).read()
+    )
+    env = dict(os.environ, PATH=str(tmp_path / "bin"))
+    env.pop("PYTHONPATH", None)
+    result = subprocess.run(
+        [sys.executable, "-S", str(package / "run.py"), "-np", "2", "python", "t.py"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "no mpirun" in result.stderr
+
+
+def test_the_builds_own_mpirun_launches_not_the_one_on_path(tmp_path):
+    # Another MPI's mpirun first on PATH (a cluster module, Debian's) must not be used:
+    # it cannot start the ranks of the MPI lockstep was built against as one job.
+    impostor = tmp_path / "mpirun"
+    impostor.write_text("#!/bin/sh\necho impostor\nexit 3\n")
+    impostor.chmod(0o755)
+    env = dict(os.environ, PATH=f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    result = run_launcher(["-np", "2", "--dry-run", "python", "t.py"], env=env)
+    assert result.returncode == 0, result.stderr
+    mpirun = result.stdout.split()[0]
+    assert mpirun != str(impostor) and os.path.basename(mpirun) == "mpirun", result.stdout
+    version = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=60).stdout
+    assert "Open MPI" in version
 
 
 def test_dry_run_prints_a_shell_line_without_running():

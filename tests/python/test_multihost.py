@@ -29,7 +29,7 @@ def test_allreduce_every_dtype_and_op_across_hosts(cluster):
 def test_launcher_with_hosts_runs_data_movement_and_topology_on_each_host(cluster, tmp_path):
     # lockstep-run -H ... --network-interface SUBNET, started on the first host; only the
     # rsh agent (how this cluster reaches its hosts instead of ssh) comes through --mpi-args.
-    agent = " ".join(cluster.mca_args()[:6])  # plm_rsh_agent, plm_rsh_no_tree_spawn
+    agent = " ".join(cluster.agent_args())
     hosts = ",".join(f"{h}:{s}" for h, s in zip(cluster.hostnames, cluster.slots))
     command = [
         sys.executable,
@@ -73,8 +73,10 @@ def test_torch_demo_across_two_hosts(cluster, tmp_path):
     assert not run.timed_out and run.returncode == 0, run.describe()
     assert "parameters bitwise identical on all ranks" in run.stdout, run.describe()
     assert "epoch 1: loss" in run.stdout, run.describe()
+    # --display-map's sections, one a node (ORTE and PRRTE word them differently).
+    sections = {part.split()[0]: part for part in run.stdout.split("Data for node: ")[1:]}
     for host in cluster.hostnames[:2]:
-        assert f"Data for node: {host}\tNum slots: 2\tMax slots: 0\tNum procs: 1" in run.stdout, run.describe()
+        assert "Num procs: 1" in sections.get(host, ""), run.describe()
 
 
 @pytest.mark.parametrize("switch", ["LOCKSTEP_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE"])

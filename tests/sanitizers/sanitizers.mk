@@ -40,10 +40,12 @@ TSAN_ENV := TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=4
 sanitize: sanitize-asan sanitize-tsan
 
 $(ASAN_DIR)/CMakeCache.txt: Makefile tests/sanitizers/sanitizers.mk | $(REQUIREMENTS_STAMP)
+	rm -f $@
 	cmake -S . -B $(ASAN_DIR) $(SANITIZER_CMAKE_ARGS) $(CCACHE) -DLOCKSTEP_SANITIZER=address \
 	  -DLOCKSTEP_BUILD_PYTHON=ON -DLOCKSTEP_PYTHON_OUTPUT_DIR=$(abspath $(ASAN_DIR))/python/lockstep
 
-$(TSAN_DIR)/CMakeCache.txt: Makefile tests/sanitizers/sanitizers.mk
+$(TSAN_DIR)/CMakeCache.txt: Makefile tests/sanitizers/sanitizers.mk | $(REQUIREMENTS_STAMP)
+	rm -f $@
 	cmake -S . -B $(TSAN_DIR) $(SANITIZER_CMAKE_ARGS) $(CCACHE) -DLOCKSTEP_SANITIZER=thread \
 	  -DLOCKSTEP_BUILD_PYTHON=OFF -DLOCKSTEP_PYTHON_OUTPUT_DIR=$(abspath $(TSAN_DIR))/lib
 
@@ -69,7 +71,7 @@ sanitize-tsan: $(TSAN_DIR)/CMakeCache.txt
 	$(TSAN_ENV) ctest --test-dir $(TSAN_DIR) --output-on-failure || status=1; \
 	for np in 2 3; do \
 	  echo "ThreadSanitizer stress at $$np ranks"; \
-	  $(TSAN_ENV) OMPI_MCA_mpi_yield_when_idle=1 timeout 300 mpirun --oversubscribe --bind-to none \
+	  $(TSAN_ENV) OMPI_MCA_mpi_yield_when_idle=1 timeout 300 $(VENV)/bin/mpirun --oversubscribe --bind-to none \
 	    -np $$np $(TSAN_DIR)/lockstep_concurrent_enqueue 8 400 > $(TSAN_DIR)/stress-np$$np.log 2>&1; \
 	  rc=$$?; cat $(TSAN_DIR)/stress-np$$np.log; \
 	  passed=$$(grep -c 'ALL CHECKS PASSED' $(TSAN_DIR)/stress-np$$np.log); \

@@ -7,8 +7,13 @@
 #include <cstring>
 #include <string>
 
+#include "backends/mpi/launch_check.h"
+#include "backends/mpi/mpi_world.h"
+
 namespace lockstep {
 namespace {
+
+const char* Getenv(const char* name) { return std::getenv(name); }
 
 bool g_lockstep_initialized_mpi = false;  // MPI itself is process-wide state.
 pid_t g_mpi_owner_pid = 0;                // a forked child must not finalize its parent's MPI
@@ -30,6 +35,12 @@ void InitializeMpi(int* thread_level) {
   // Busy polling starves the training threads on machines with few cores; let the
   // user override it, but default to yielding.
   setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
+  // Open MPI 5's UCX one-sided component fails its start-up query on hosts without
+  // UCX devices and says so on every rank; lockstep's windows use the shared-memory one.
+  setenv("OMPI_MCA_osc", "^ucx", /*overwrite=*/0);
+  // Another MPI's launcher would hang MPI_Init or start N one-rank jobs.
+  const std::string mismatch = LauncherMismatch(Getenv, QueryMpiInfo());
+  if (!mismatch.empty()) throw Error(mismatch);
   int provided = MPI_THREAD_SINGLE;
   if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
     throw Error("MPI_Init_thread failed");
@@ -48,6 +59,11 @@ MpiContext::MpiContext() {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &topology_.rank);
   MPI_Comm_size(comm_, &topology_.size);
+  const std::string mismatch = WorldSizeMismatch(Getenv, topology_.size, QueryMpiInfo());
+  if (!mismatch.empty()) {
+    MPI_Comm_free(&comm_);
+    throw Error(mismatch);
+  }
 
   MPI_Comm local = MPI_COMM_NULL;
   MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, topology_.rank, MPI_INFO_NULL, &local);

@@ -4,11 +4,15 @@
 #pragma once
 
 #include "backends/communicator.h"
+#include "lockstep/lockstep.h"
 
 namespace lockstep {
 
 // Initializes MPI (or adopts the program's) and returns the job's world over a private
 // duplicate of MPI_COMM_WORLD. Throws Error.
 World StartMpiWorld();
+
+// GetMpiInfo(): what the build was compiled against and what this process loaded.
+MpiInfo QueryMpiInfo();
 
 }  // namespace lockstep
