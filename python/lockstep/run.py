@@ -18,7 +18,6 @@ import importlib.util
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass, field
 
