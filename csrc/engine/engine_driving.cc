@@ -128,6 +128,7 @@ void Engine::DriveCycle() {
     if (!RunCycles()) Stop("lockstep has been shut down (a rank called shutdown())");
   } catch (const PeerTimeout& e) {
     world_.mark_peers_lost();  // a collective MPI_Finalize would wait for them forever
+    // Python's elastic runner knows a stop for lost peers by this prefix.
     const std::string reason = std::string("lockstep stopped: ") + e.what();
     logger_.Log(LogLevel::kError, reason);
     Stop(reason);

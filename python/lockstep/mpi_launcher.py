@@ -82,3 +82,18 @@ def setting_args(mpirun, settings):
         flag = "--prtemca" if prrte and key.startswith(LAUNCHER_FRAMEWORKS) else "--mca"
         args += [flag, key, str(value)]
     return args
+
+
+def fault_tolerance_args(mpirun):
+    """`--with-ft ulfm` where the launcher is PRRTE and the build's MPI has ULFM, else [].
+
+    Open MPI 5 without it ends every rank the moment one is lost ("Socket closed" on no
+    communicator), often before its launcher has said which one; under ULFM the
+    survivors' calls fail instead, and lockstep names the lost ranks and their hosts
+    (csrc/backends/mpi/process_failures.h), which elastic runs need to drop a host."""
+    info = mpi_info()
+    if not info or not (info.get("built_with_ulfm") and info.get("library_has_ulfm")):
+        return []
+    if not is_prrte(mpirun):
+        return []
+    return ["--with-ft", "ulfm"]

@@ -203,6 +203,7 @@ def run_supervised(args, env):
         job_args.hosts, job_args.num_proc = run_hosts.format_host_list(assignment), num_proc
         job_args.no_slurm = True
         launch = build_mpirun_command(job_args, job_env, mpirun=mpirun)
+        launch.command[1:1] = mpi_launcher.fault_tolerance_args(mpirun)
         if args.verbose:
             print(shell_line(launch), file=sys.stderr, flush=True)
         return launch.command, launch.env
@@ -535,11 +536,14 @@ def build_report():
 
 def use_package_root_on_path():
     """Run as a file, Python puts this folder first on sys.path, where lockstep's
-    frontends (numpy/, torch/) would shadow the real frameworks; the folder above
-    it makes `lockstep` itself importable instead."""
+    frontends (numpy/, torch/) would shadow the real frameworks. A lockstep that the
+    environment provides (PYTHONPATH, an install) is the one the ranks will import, so
+    it decides the build and its mpirun; only without one does the folder above this
+    file make `lockstep` importable."""
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path = [entry for entry in sys.path if os.path.abspath(entry or ".") != here]
-    sys.path.insert(0, os.path.dirname(here))
+    if importlib.util.find_spec("lockstep") is None:
+        sys.path.insert(0, os.path.dirname(here))
 
 
 if __name__ == "__main__":

@@ -47,7 +47,8 @@ POLL_SECONDS = 1.0
 # waiting for good.
 END_GRACE_SECONDS = 10.0
 
-_KILLED = re.compile(r"on node (\S+) exited on signal")
+# Open MPI 5's prterun wraps the line after "exited on".
+_KILLED = re.compile(r"on node (\S+) exited on(?: signal|\s*$)")
 # The collective watchdog's last words (csrc/engine/collective_watchdog.cc): a rank was
 # lost inside a data collective, and the survivors call MPI_Abort. mpirun may then wait
 # for good on a host it cannot reach, and no rank reports its exit.
@@ -121,7 +122,12 @@ class JobWatcher:
             self.outcome.peer_lost = True
             # Rank 0 finds which ranks went silent and tells the others ("as rank 0
             # found"); a rank that did not hear from rank 0 can only name rank 0.
-            from_rank_0 = "as rank 0 found" in report or re.match(r"\s*rank 0 exits", report)
+            # A loss that MPI itself reports (ULFM) is known alike on every rank.
+            from_rank_0 = (
+                "as rank 0 found" in report
+                or "MPI reports the process failed" in report
+                or re.match(r"\s*rank 0 exits", report)
+            )
             hosts = set(_BLAMED.findall(report.split("peer lost:", 1)[-1]))
             (self.verdicts if from_rank_0 else self.guesses).update(hosts)
         if "exits (" in report and self.first_exit_report is None:

@@ -70,6 +70,20 @@ TEST(LaunchCheck, OpenMpi5AndHydraLaunchersRefusedByOpenMpi4Build) {
   EXPECT_NE(LauncherMismatch(kHydra.lookup(), Debian41Build()).find("Hydra"), std::string::npos);
 }
 
+// Open MPI 5's mpirun puts its lib/ first on LD_LIBRARY_PATH, so a build against 4.1
+// started by it has also loaded the wrong library: the launcher is named as the cause.
+TEST(LaunchCheck, ForeignLauncherNamedEvenWhenItAlsoSwappedTheLibrary) {
+  MpiInfo info = Debian41Build();
+  info.library_version = "Open MPI v5.0.11, package: Open MPI user@localhost Distribution";
+  info.library_path = "/venv/lib/libmpi.so.40";
+  const std::string message = LauncherMismatch(kPrrte.lookup(), info);
+  EXPECT_NE(message.find("Open MPI 5.0.11 (PRRTE)"), std::string::npos) << message;
+  EXPECT_NE(message.find("load Open MPI v5.0.11 (/venv/lib/libmpi.so.40)"), std::string::npos)
+      << message;
+  EXPECT_EQ(message.find("package:"), std::string::npos) << message;
+  EXPECT_NE(message.find("/usr/bin/mpirun"), std::string::npos) << message;
+}
+
 TEST(LaunchCheck, LoadedLibraryOfAnotherMpiIsRefused) {
   MpiInfo info = WheelBuild();
   info.library_version = "Open MPI v4.1.4, package: Debian OpenMPI";

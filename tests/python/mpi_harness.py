@@ -5,6 +5,7 @@ shows up as a failed test instead of a stuck suite.
 """
 
 import functools
+import json
 import os
 import signal
 import subprocess
@@ -59,23 +60,39 @@ def child_environment(extra_env):
 
 
 @functools.lru_cache(maxsize=None)
-def mpirun():
-    """The mpirun of the MPI the package under test was built against (what
-    lockstep-run uses too): Open MPI 5 from .venv by default, Debian's Open MPI 4.1 for
-    the system-MPI build. Asked in a child process: loading the core here would load
-    MPI into pytest before the frameworks some tests import."""
-    query = "from lockstep import mpi_launcher; print(mpi_launcher.find_mpirun() or '')"
+def _launch_facts():
+    """What the package under test says of its MPI and launcher, asked in a child
+    process: loading the core here would load MPI into pytest before the frameworks
+    some tests import."""
+    query = (
+        "import json; from lockstep import mpi_launcher; "
+        "print(json.dumps({'mpirun': mpi_launcher.find_mpirun() or '', 'info': mpi_launcher.mpi_info()}))"
+    )
     found = subprocess.run(
         [sys.executable, "-c", query], env=child_environment(None), capture_output=True, text=True, timeout=120
     )
     lines = found.stdout.strip().splitlines()
-    return lines[-1] if lines else "mpirun"
+    assert lines, f"the package under test does not load:\n{found.stderr}"
+    return json.loads(lines[-1])
 
 
-def run_ranks(script, num_ranks, timeout=120, env=None, args=()):
+def mpirun():
+    """The mpirun of the MPI the package under test was built against (what
+    lockstep-run uses too): Open MPI 5 from .venv by default, Debian's Open MPI 4.1 for
+    the system-MPI build."""
+    return _launch_facts()["mpirun"] or "mpirun"
+
+
+def mpi_info():
+    """lockstep._core.mpi_info() of the package under test."""
+    return _launch_facts()["info"]
+
+
+def run_ranks(script, num_ranks, timeout=120, env=None, args=(), mpirun_args=()):
     """Run tests/python/scripts/<script> on num_ranks ranks; never raises on failure."""
     command = [
         mpirun(),
+        *mpirun_args,
         "--allow-run-as-root",
         "--oversubscribe",
         "--bind-to",

@@ -59,7 +59,7 @@ def test_repeated_unnamed_ops_hit_the_response_cache(num_ranks):
     ids=["np2-mpi", "np2-shm", "np3-mpi", "np3-shm"],
 )
 def test_small_integer_sums_wrap_on_every_path(ranks, shm):
-    # Open MPI 4.1's AVX op saturates 8- and 16-bit sums of 16+ elements; lockstep wraps
+    # Open MPI's AVX op (4.1.4 and 5.0.11) saturates 8- and 16-bit sums of 16+ elements; lockstep wraps
     # everywhere, as torch, NCCL and its own shared-memory kernels do.
     run = run_ranks("small_int_wrap.py", ranks, env={"LOCKSTEP_LOG_LEVEL": "debug", "LOCKSTEP_SHM_ALLREDUCE": shm})
     run.assert_all_ranks_passed(ranks)

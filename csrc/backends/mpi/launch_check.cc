@@ -50,6 +50,13 @@ std::string Built(const MpiInfo& info) {
   return text;
 }
 
+// "Open MPI v5.0.11 (/path/libmpi.so.40)": the library's version string up to its
+// first comma (the rest is packaging detail).
+std::string Loaded(const MpiInfo& info) {
+  return info.library_version.substr(0, info.library_version.find(',')) + " (" + info.library_path +
+         ")";
+}
+
 // The launcher that fits: the wheel's mpirun sits beside the library it loaded.
 std::string RightLauncher(const MpiInfo& info) {
   std::string launcher = info.built_launcher;
@@ -80,18 +87,25 @@ bool ParseCount(const char* text, int* value) {
 std::string LauncherMismatch(const EnvLookup& env, const MpiInfo& info) {
   const Family built = FamilyOfVersion(info.built_version);
   const Family loaded = FamilyOfVersion(info.library_version);
-  if (built != Family::kUnknown && loaded != Family::kUnknown && built != loaded) {
-    return "lockstep was built against " + Built(info) + " but this process loaded " +
-           info.library_version + " (" + info.library_path +
-           "): LD_LIBRARY_PATH or the linker's cache points at another MPI." + Advice(info);
-  }
   const Launcher launcher = LauncherOf(env);
-  if (built == Family::kUnknown || launcher.family == Family::kUnknown ||
-      launcher.family == built) {
-    return "";
+  const bool wrong_library =
+      built != Family::kUnknown && loaded != Family::kUnknown && built != loaded;
+  const std::string load_text = Loaded(info);
+  // A foreign launcher is the cause whenever there is one: Open MPI 5's mpirun also puts
+  // its own lib/ on LD_LIBRARY_PATH, so the library mismatch follows from it.
+  if (built != Family::kUnknown && launcher.family != Family::kUnknown &&
+      launcher.family != built) {
+    std::string message = "lockstep was built against " + Built(info) +
+                          " but this process was started by " + launcher.name +
+                          ", which cannot start that MPI's processes as one job";
+    if (wrong_library) message += " (its environment made this process load " + load_text + ")";
+    return message + "." + Advice(info);
   }
-  return "lockstep was built against " + Built(info) + " but this process was started by " +
-         launcher.name + ", which cannot start that MPI's processes as one job." + Advice(info);
+  if (wrong_library) {
+    return "lockstep was built against " + Built(info) + " but this process loaded " + load_text +
+           ": LD_LIBRARY_PATH or the linker's cache points at another MPI." + Advice(info);
+  }
+  return "";
 }
 
 std::string WorldSizeMismatch(const EnvLookup& env, int world_size, const MpiInfo& info) {

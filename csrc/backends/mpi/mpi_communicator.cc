@@ -6,6 +6,7 @@
 #include "backends/mpi/mpi_ops.h"
 #include "backends/mpi/mpi_silence_finder.h"
 #include "backends/mpi/mpi_world.h"
+#include "backends/mpi/process_failures.h"
 
 namespace lockstep {
 
@@ -52,9 +53,10 @@ std::unique_ptr<Exchange> MpiCommunicator::NewExchange(ExchangeOptions options) 
 
 std::unique_ptr<Backend> MpiCommunicator::NewHostBackend(const HostBackendOptions& options,
                                                          CallClock& clock) {
-  return std::make_unique<MpiBackend>(comm_, *types_, options.shm_bytes, options.shm_min_ranks,
-                                      options.hierarchical,
-                                      context_ && context_->ranks_outnumber_cores(), clock);
+  return std::make_unique<MpiBackend>(
+      comm_, *types_, options.shm_bytes, options.shm_min_ranks, options.hierarchical,
+      context_ && context_->ranks_outnumber_cores(), clock,
+      context_ ? HostnamesOf(comm_, context_->hostnames()) : std::vector<std::string>{});
 }
 
 std::unique_ptr<SilenceFinder> MpiCommunicator::NewSilenceFinder() {

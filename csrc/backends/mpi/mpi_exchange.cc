@@ -6,6 +6,7 @@
 #include <cstring>
 #include <thread>
 
+#include "backends/mpi/process_failures.h"
 #include "negotiation/peer_deadline.h"
 #include "wire/cycle_lane.h"
 
@@ -16,10 +17,6 @@ namespace {
 // typical ResponseList takes one collective and only long ones a second.
 constexpr size_t kBlockBytes = 1024;
 constexpr size_t kBlockPayload = kBlockBytes - sizeof(uint64_t);
-
-void CheckMpi(int rc, const char* what) {
-  if (rc != MPI_SUCCESS) throw Error(std::string("negotiation failed in ") + what);
-}
 
 int CountOf(size_t bytes) {
   if (bytes > static_cast<size_t>(INT_MAX)) {
@@ -77,18 +74,18 @@ class PeerCheckClock {
 MpiExchange::MpiExchange(MPI_Comm comm, ExchangeOptions options, std::shared_ptr<PeerProbe> probe)
     : options_(std::move(options)), probe_(std::move(probe)) {
   // Its own communicator, so its collectives never meet anyone else's.
-  CheckMpi(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
+  Check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   options_.hostnames.resize(size_, "unknown host");
   CheckAgreement();
   if (options_.combine_words > 0) {
-    CheckMpi(MPI_Type_contiguous(CountOf(options_.combine_words * sizeof(uint64_t)), MPI_BYTE,
-                                 &vector_type_),
-             "MPI_Type_contiguous");
-    CheckMpi(MPI_Type_commit(&vector_type_), "MPI_Type_commit");
-    CheckMpi(MPI_Op_create(&CombineVectors, /*commute=*/1, &combine_op_), "MPI_Op_create");
+    Check(MPI_Type_contiguous(CountOf(options_.combine_words * sizeof(uint64_t)), MPI_BYTE,
+                              &vector_type_),
+          "MPI_Type_contiguous");
+    Check(MPI_Type_commit(&vector_type_), "MPI_Type_commit");
+    Check(MPI_Op_create(&CombineVectors, /*commute=*/1, &combine_op_), "MPI_Op_create");
   }
 }
 
@@ -109,7 +106,7 @@ void MpiExchange::CheckAgreement() {
   const auto and_words = static_cast<int64_t>(options_.and_words);
   const auto combine_words = static_cast<int64_t>(options_.combine_words);
   int64_t bounds[4] = {and_words, -and_words, combine_words, -combine_words};
-  CheckMpi(MPI_Allreduce(MPI_IN_PLACE, bounds, 4, MPI_INT64_T, MPI_MAX, comm_), "MPI_Allreduce");
+  Check(MPI_Allreduce(MPI_IN_PLACE, bounds, 4, MPI_INT64_T, MPI_MAX, comm_), "MPI_Allreduce");
   if (bounds[0] != -bounds[1]) {
     throw Error(
         "negotiation: ranks were configured with different response cache capacities "
@@ -138,9 +135,9 @@ void MpiExchange::AndAcrossRanks(std::vector<uint64_t>* words, WaitMode mode) {
     return;
   }
   MPI_Request request = MPI_REQUEST_NULL;
-  CheckMpi(MPI_Iallreduce(MPI_IN_PLACE, b.words.data(), CountOf(b.words.size()), MPI_UINT64_T,
-                          MPI_BAND, comm_, &request),
-           "MPI_Iallreduce");
+  Check(MPI_Iallreduce(MPI_IN_PLACE, b.words.data(), CountOf(b.words.size()), MPI_UINT64_T,
+                       MPI_BAND, comm_, &request),
+        "MPI_Iallreduce");
   Wait(&request, mode);
   *words = b.words;
 }
@@ -152,10 +149,10 @@ void MpiExchange::SwapWithPeer(MPI_Datatype type, int count, WaitMode mode) {
   InFlight& b = *buffers_;
   b.peer_words.resize(b.words.size());
   MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  CheckMpi(MPI_Irecv(b.peer_words.data(), count, type, 1 - rank_, kSwapTag, comm_, &requests[0]),
-           "MPI_Irecv");
-  CheckMpi(MPI_Isend(b.words.data(), count, type, 1 - rank_, kSwapTag, comm_, &requests[1]),
-           "MPI_Isend");
+  Check(MPI_Irecv(b.peer_words.data(), count, type, 1 - rank_, kSwapTag, comm_, &requests[0]),
+        "MPI_Irecv");
+  Check(MPI_Isend(b.words.data(), count, type, 1 - rank_, kSwapTag, comm_, &requests[1]),
+        "MPI_Isend");
   Wait(requests, mode, 2);
 }
 
@@ -177,7 +174,7 @@ void MpiExchange::CombineAcrossRanks(std::vector<uint64_t>* words, WaitMode mode
   b.words = *words;
   if (size_ != 2) {
     MPI_Request request = MPI_REQUEST_NULL;
-    CheckMpi(
+    Check(
         MPI_Iallreduce(MPI_IN_PLACE, b.words.data(), 1, vector_type_, combine_op_, comm_, &request),
         "MPI_Iallreduce");
     Wait(&request, mode);
@@ -199,9 +196,8 @@ std::vector<Exchange::Bytes> MpiExchange::GatherAtRoot(Bytes mine) {
   b.my_size = static_cast<int64_t>(mine.size());
   b.sizes.assign(rank_ == 0 ? size_ : 1, 0);
   MPI_Request request = MPI_REQUEST_NULL;
-  CheckMpi(
-      MPI_Igather(&b.my_size, 1, MPI_INT64_T, b.sizes.data(), 1, MPI_INT64_T, 0, comm_, &request),
-      "MPI_Igather");
+  Check(MPI_Igather(&b.my_size, 1, MPI_INT64_T, b.sizes.data(), 1, MPI_INT64_T, 0, comm_, &request),
+        "MPI_Igather");
   Wait(&request, WaitMode::kPending);
 
   b.send = std::move(mine);
@@ -215,9 +211,9 @@ std::vector<Exchange::Bytes> MpiExchange::GatherAtRoot(Bytes mine) {
     }
     b.receive.assign(total, 0);
   }
-  CheckMpi(MPI_Igatherv(b.send.data(), CountOf(b.send.size()), MPI_BYTE, b.receive.data(),
-                        counts.data(), offsets.data(), MPI_BYTE, 0, comm_, &request),
-           "MPI_Igatherv");
+  Check(MPI_Igatherv(b.send.data(), CountOf(b.send.size()), MPI_BYTE, b.receive.data(),
+                     counts.data(), offsets.data(), MPI_BYTE, 0, comm_, &request),
+        "MPI_Igatherv");
   Wait(&request, WaitMode::kPending);
   std::vector<Bytes> all;
   if (rank_ != 0) return all;
@@ -238,8 +234,8 @@ Exchange::Bytes MpiExchange::BroadcastFromRoot(Bytes bytes) {
                 std::min(bytes.size(), kBlockPayload));
   }
   MPI_Request request = MPI_REQUEST_NULL;
-  CheckMpi(MPI_Ibcast(b.block.data(), CountOf(kBlockBytes), MPI_BYTE, 0, comm_, &request),
-           "MPI_Ibcast");
+  Check(MPI_Ibcast(b.block.data(), CountOf(kBlockBytes), MPI_BYTE, 0, comm_, &request),
+        "MPI_Ibcast");
   Wait(&request, WaitMode::kPending);
 
   uint64_t length = 0;
@@ -250,8 +246,8 @@ Exchange::Bytes MpiExchange::BroadcastFromRoot(Bytes bytes) {
     } else {
       b.receive.assign(length - kBlockPayload, 0);
     }
-    CheckMpi(MPI_Ibcast(b.receive.data(), CountOf(b.receive.size()), MPI_BYTE, 0, comm_, &request),
-             "MPI_Ibcast");
+    Check(MPI_Ibcast(b.receive.data(), CountOf(b.receive.size()), MPI_BYTE, 0, comm_, &request),
+          "MPI_Ibcast");
     Wait(&request, WaitMode::kPending);
   }
   if (rank_ == 0) return bytes;
@@ -263,7 +259,15 @@ Exchange::Bytes MpiExchange::BroadcastFromRoot(Bytes bytes) {
 
 bool MpiExchange::Test(MPI_Request* requests, int count) {
   int done = 0;
-  CheckMpi(MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+  MPI_Status statuses[2];
+  int rc = MPI_Testall(count, requests, &done, count <= 2 ? statuses : MPI_STATUSES_IGNORE);
+  if (rc == MPI_ERR_IN_STATUS && count <= 2) {  // the request's own error says why
+    for (int i = 0; i < count; ++i) {
+      const int error = statuses[i].MPI_ERROR;
+      if (error != MPI_SUCCESS && error != MPI_ERR_PENDING) rc = error;
+    }
+  }
+  Check(rc, "MPI_Testall");
   return done != 0;
 }
 
@@ -341,6 +345,21 @@ void MpiExchange::CheckPeers(Clock::time_point* deadline) {
     return;
   }
   GiveUp(silent, /*reported_by_root=*/false);
+}
+
+void MpiExchange::Check(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  const std::string lost = DescribeLostProcesses(rc, comm_, options_.hostnames);
+  if (lost.empty()) {
+    char text[MPI_MAX_ERROR_STRING];
+    int length = 0, error_class = 0;
+    MPI_Error_string(rc, text, &length);
+    MPI_Error_class(rc, &error_class);
+    throw Error(std::string("negotiation failed in ") + what + ": " + std::string(text, length) +
+                " (class " + std::to_string(error_class) + ")");
+  }
+  abandoned_ = true;  // ULFM: the revoked communicator's collectives never complete
+  throw PeerTimeout(lost);
 }
 
 void MpiExchange::GiveUp(const std::vector<int>& missing, bool reported_by_root) {

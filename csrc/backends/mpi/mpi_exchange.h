@@ -42,6 +42,8 @@ class MpiExchange : public Exchange {
   bool Test(MPI_Request* requests, int count);
   // Rank 0's verdict or a ping while waiting; the deadline once it has passed.
   void CheckPeers(Clock::time_point* deadline);
+  // Throws on an MPI error: PeerTimeout naming the lost ranks where ULFM knows them.
+  void Check(int rc, const char* what);
   [[noreturn]] void GiveUp(const std::vector<int>& missing, bool reported_by_root);
 
   MPI_Comm comm_ = MPI_COMM_NULL;

@@ -4,21 +4,15 @@
 #include <climits>
 #include <string>
 
+#include "backends/mpi/process_failures.h"
 #include "lockstep/lockstep.h"
+#include "negotiation/exchange.h"
 
 namespace lockstep {
 namespace {
 
 // MPI counts are ints; larger transfers are split into pieces below this size.
 constexpr int64_t kMaxCount = INT_MAX / 2;
-
-void Check(int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(rc, text, &length);
-  throw Error(std::string(what) + " failed: " + std::string(text, length));
-}
 
 // The v-collectives take int counts and displacements; describe bytes with a larger
 // unit when the total would not fit.
@@ -77,8 +71,13 @@ class UnitType {
 }  // namespace
 
 MpiBackend::MpiBackend(MPI_Comm comm, const MpiTypes& types, int64_t shm_bytes, int shm_min_ranks,
-                       bool hierarchical, bool cores_shared, CallClock& clock)
-    : comm_(comm), types_(types), call_clock_(clock), adasum_(comm) {
+                       bool hierarchical, bool cores_shared, CallClock& clock,
+                       std::vector<std::string> hostnames)
+    : comm_(comm),
+      types_(types),
+      call_clock_(clock),
+      hostnames_(std::move(hostnames)),
+      adasum_(comm) {
   MPI_Comm_size(comm_, &size_);
   int world_size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
@@ -93,6 +92,16 @@ MpiBackend::MpiBackend(MPI_Comm comm, const MpiTypes& types, int64_t shm_bytes, 
         comm_, types_, std::min(shm_bytes, kShmMaxBytes), cores_shared);
     if (h->Usable()) hierarchical_ = std::move(h);
   }
+}
+
+void MpiBackend::Check(int rc, const char* what) const {
+  if (rc == MPI_SUCCESS) return;
+  const std::string lost = DescribeLostProcesses(rc, comm_, hostnames_);
+  if (!lost.empty()) throw PeerTimeout(std::string(what) + ": " + lost);
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  throw Error(std::string(what) + " failed: " + std::string(text, length));
 }
 
 void MpiBackend::Allreduce(const void* input, void* output, int64_t count, DataType dtype,

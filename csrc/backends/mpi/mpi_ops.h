@@ -4,6 +4,8 @@
 #include <mpi.h>
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "backends/backend.h"
 #include "backends/call_clock.h"
@@ -23,8 +25,10 @@ class MpiBackend : public Backend {
   // hosts among one leader per host. `cores_shared`: this host runs more ranks than it
   // has cores (shared-memory waits then yield). Every blocking call is marked on
   // `clock` (shared by the backends of all process sets: one collective runs at a time).
+  // hostnames[r]: rank r of `comm`'s host, to name the ranks a failed call lost.
   MpiBackend(MPI_Comm comm, const MpiTypes& types, int64_t shm_bytes, int shm_min_ranks,
-             bool hierarchical, bool cores_shared, CallClock& clock);
+             bool hierarchical, bool cores_shared, CallClock& clock,
+             std::vector<std::string> hostnames);
   // The window holds two slots of this many bytes per rank at most, whatever the chunk
   // size; larger pieces (LOCKSTEP_CHUNK_BYTES raised past it, or 0) stay with MPI.
   static constexpr int64_t kShmMaxBytes = 8 * 1024 * 1024;
@@ -48,9 +52,13 @@ class MpiBackend : public Backend {
   void Adasum(void* buffer, const std::vector<int64_t>& counts, DataType dtype) override;
 
  private:
+  // Throws on an MPI error: PeerTimeout naming the lost ranks where ULFM knows them.
+  void Check(int rc, const char* what) const;
+
   MPI_Comm comm_;
   const MpiTypes& types_;
   CallClock& call_clock_;
+  std::vector<std::string> hostnames_;
   int size_ = 1;
   bool every_rank_ = true;             // this set has all the job's ranks (see CallClock)
   std::unique_ptr<ShmAllreduce> shm_;  // null unless usable

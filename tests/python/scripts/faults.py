@@ -1,6 +1,8 @@
 """Faults that must end in a clear error, never a hang, crash or wrong result.
 
     faults.py kill KIND        rank 1 SIGKILLs itself while every rank streams KIND
+    faults.py lost KIND        the same under `mpirun --with-ft ulfm`: each survivor
+                               reports the HorovodInternalError that names rank 1
     faults.py signal SIGNAME   rank 1 gets SIGINT or SIGTERM while the ranks stream allreduces
     faults.py freeze           rank 1 SIGSTOPs itself while the ranks stream 4 MiB allreduces
     faults.py in_process       in one job: a user compression raising inside result
@@ -280,10 +282,36 @@ def failing_finish(rank, size):
 IN_PROCESS = [failing_finish, huge_allgather, forked_child, shutdown_from_thread]  # shutdown last
 
 
+def lost_under_ulfm(kind):
+    """As killed_mid_collective, but the launcher keeps the job up (ULFM): each survivor's
+    next call fails, and the error must name the lost rank and its host."""
+    hvd.init()
+    rank, size = hvd.rank(), hvd.size()
+    collective(kind, rank, size)
+    report_shm(rank)
+    print(f"rank {rank}: first {kind} done", flush=True)
+    if rank == KILLED_RANK:
+        threading.Timer(0.3, os.kill, args=(os.getpid(), signal.SIGKILL)).start()
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            collective(kind, rank, size)
+    except hvd.HorovodInternalError as error:
+        print(f"rank {rank}: lost: {' '.join(str(error).split())}", flush=True)
+        hvd.shutdown()
+        # The launcher ends the job at the first non-zero exit: let the other survivor
+        # report first.
+        time.sleep(3)
+        sys.exit(5)
+    print(f"rank {rank}: UNEXPECTED: {kind} kept completing without rank {KILLED_RANK}", flush=True)
+
+
 def main():
     mode = sys.argv[1]
     if mode == "kill":
         killed_mid_collective(sys.argv[2])
+    elif mode == "lost":
+        lost_under_ulfm(sys.argv[2])
     elif mode == "signal":
         signalled(sys.argv[2])
     elif mode == "freeze":

@@ -51,7 +51,7 @@ def run_fn(func, allgather_object):
         except Exception as error:
             if not lost_peer(error):
                 raise
-            _leave(store, EXIT_PEER_LOST, f"peer lost: {error}")
+            _leave(store, EXIT_PEER_LOST, f"peer lost: {_one_line(error)}")
         _finish(store, rank, local_rank)
         return result
 
@@ -65,7 +65,26 @@ def lost_peer(error):
     ranks) would fail again after a restart, so they end the job instead."""
     if isinstance(error, AbortedError) or type(error) is LockstepError:
         return True
-    return type(error).__name__ == "AbortedError" and type(error).__module__.startswith("tensorflow")
+    if type(error).__name__ == "AbortedError" and type(error).__module__.startswith("tensorflow"):
+        return True
+    # A collective submitted after lockstep stopped for lost peers is refused as "not
+    # running" (NotInitializedError; FailedPreconditionError from a TensorFlow kernel)
+    # with the stop's reason, which the engine prefixes so (engine_driving.cc).
+    return isinstance(error, Exception) and LOST_PEERS_STOP in str(error)
+
+
+# How the engine words a stop for lost peers (csrc/engine/engine_driving.cc).
+LOST_PEERS_STOP = "lockstep stopped: "
+
+
+def _one_line(error):
+    """The report's reason on one line (the supervisor reads reports line by line):
+    the engine's own words where a framework wrapped them in more (TensorFlow's
+    "Graph execution error:" and a traceback), else the whole message."""
+    text = str(error)
+    if LOST_PEERS_STOP in text:
+        text = text[text.index(LOST_PEERS_STOP) :].splitlines()[0]
+    return " ".join(text.split())
 
 
 def _resume(state, store, allgather_object):

@@ -1,0 +1,119 @@
+#include "backends/mpi/process_failures.h"
+
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "negotiation/peer_deadline.h"
+
+namespace lockstep {
+namespace {
+
+// The ranks of `comm` in `group` (a group of its processes), ascending.
+std::vector<int> RanksIn(MPI_Group group, MPI_Comm comm) {
+  std::vector<int> ranks;
+  int count = 0;
+  if (group == MPI_GROUP_NULL || MPI_Group_size(group, &count) != MPI_SUCCESS || count == 0) {
+    return ranks;
+  }
+  MPI_Group comm_group = MPI_GROUP_NULL;
+  MPI_Comm_group(comm, &comm_group);
+  std::vector<int> in_group(count), in_comm(count, MPI_UNDEFINED);
+  for (int i = 0; i < count; ++i) in_group[i] = i;
+  MPI_Group_translate_ranks(group, count, in_group.data(), comm_group, in_comm.data());
+  MPI_Group_free(&comm_group);
+  for (int rank : in_comm) {
+    if (rank != MPI_UNDEFINED) ranks.push_back(rank);
+  }
+  std::sort(ranks.begin(), ranks.end());
+  return ranks;
+}
+
+#if defined(OMPI_HAVE_MPI_EXT_FTMPI) && OMPI_HAVE_MPI_EXT_FTMPI
+
+std::vector<int> KnownFailed(MPI_Comm comm);
+
+// ULFM's own classes, or any error while the library knows of a failed process or a
+// peer has revoked the communicator: Open MPI also reports a failure inside a
+// collective's schedule as MPI_ERR_OTHER or MPI_ERR_IN_STATUS.
+bool IsProcessFailure(int mpi_error, MPI_Comm comm) {
+  int error_class = MPI_SUCCESS;
+  if (MPI_Error_class(mpi_error, &error_class) != MPI_SUCCESS) return false;
+  if (error_class == MPIX_ERR_PROC_FAILED || error_class == MPIX_ERR_PROC_FAILED_PENDING ||
+      error_class == MPIX_ERR_REVOKED) {
+    return true;
+  }
+  int revoked = 0;
+  MPIX_Comm_is_revoked(comm, &revoked);
+  return revoked || !KnownFailed(comm).empty();
+}
+
+std::vector<int> KnownFailed(MPI_Comm comm) {
+  MPI_Group failed = MPI_GROUP_NULL;
+  if (MPIX_Comm_get_failed(comm, &failed) != MPI_SUCCESS) return {};
+  std::vector<int> ranks = RanksIn(failed, comm);
+  MPI_Group_free(&failed);
+  return ranks;
+}
+
+void Revoke(MPI_Comm comm) { MPIX_Comm_revoke(comm); }
+
+#else  // an MPI without ULFM ends the job itself on a lost process
+
+bool IsProcessFailure(int, MPI_Comm) { return false; }
+std::vector<int> KnownFailed(MPI_Comm) { return {}; }
+void Revoke(MPI_Comm) {}
+
+#endif
+
+}  // namespace
+
+std::vector<int> LostProcesses(int mpi_error, MPI_Comm comm, double wait_seconds) {
+  if (comm == MPI_COMM_NULL || !IsProcessFailure(mpi_error, comm)) return {};
+  Revoke(comm);
+  // A rank that learns of the failure through the revocation may hear of the failed
+  // process itself a little later.
+  const auto give_up = std::chrono::steady_clock::now() +
+                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(wait_seconds));
+  std::vector<int> failed = KnownFailed(comm);
+  while (failed.empty() && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    failed = KnownFailed(comm);
+  }
+  return failed;
+}
+
+std::string DescribeLostProcesses(int mpi_error, MPI_Comm comm,
+                                  const std::vector<std::string>& hostnames) {
+  const std::vector<int> lost = LostProcesses(mpi_error, comm);
+  if (lost.empty()) return "";
+  return DescribeRanksOnHosts(lost, hostnames) + (lost.size() == 1 ? " was" : " were") +
+         " lost (MPI reports the process failed)";
+}
+
+std::vector<std::string> HostnamesOf(MPI_Comm comm,
+                                     const std::vector<std::string>& world_hostnames) {
+  MPI_Group comm_group = MPI_GROUP_NULL, world_group = MPI_GROUP_NULL;
+  MPI_Comm_group(comm, &comm_group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+  int size = 0;
+  MPI_Group_size(comm_group, &size);
+  std::vector<int> mine(size), world(size, MPI_UNDEFINED);
+  for (int i = 0; i < size; ++i) mine[i] = i;
+  MPI_Group_translate_ranks(comm_group, size, mine.data(), world_group, world.data());
+  MPI_Group_free(&comm_group);
+  MPI_Group_free(&world_group);
+  std::vector<std::string> hostnames;
+  for (int rank : world) {
+    const bool known = rank >= 0 && static_cast<size_t>(rank) < world_hostnames.size();
+    hostnames.push_back(known ? world_hostnames[rank] : std::string("?"));
+  }
+  return hostnames;
+}
+
+}  // namespace lockstep
