@@ -21,12 +21,14 @@ class LaunchFailed(Exception):
 
 def job_environment(extra=None):
     """mpirun's environment: no inherited lockstep settings, lockstep importable
-    from the source tree, Open MPI
+    from the source tree (or LOCKSTEP_BENCH_PACKAGE_ROOT), Open MPI
     yielding when idle (busy-polling ranks steal the other rank's core on two
     cores), and root allowed, as in containers and CI."""
     # Settings inherited from the shell would silently change what is measured.
     env = {name: value for name, value in os.environ.items() if not name.startswith(("LOCKSTEP_", "HOROVOD_"))}
-    python_dir = os.path.join(REPO_ROOT, "python")
+    # LOCKSTEP_BENCH_PACKAGE_ROOT: another build's package folder (e.g. the system-MPI
+    # build's, build-system-mpi/python), to compare MPIs side by side.
+    python_dir = os.environ.get("LOCKSTEP_BENCH_PACKAGE_ROOT") or os.path.join(REPO_ROOT, "python")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (python_dir, env.get("PYTHONPATH")) if p)
     env["OMPI_MCA_mpi_yield_when_idle"] = "1"
     env["OMPI_MCA_osc"] = "^ucx"  # as lockstep sets it: mpi4py-only jobs print UCX errors otherwise

@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 
 #include "backends/gpu_collectives.h"
@@ -68,6 +70,9 @@ Engine::Engine(World world, const Config& config, HandleTable& handles, OpNamer&
   kernels_drive_ = callers_drive_ && !world_.ranks_outnumber_cores;
   running_ = true;
   thread_ = std::thread([this] { Loop(); });
+  // Named here, not by the thread: it may not run for a while (callers drive cycles
+  // themselves), and top -H, perf and the tests look for it by this name.
+  pthread_setname_np(thread_.native_handle(), "lockstep-bg");
 }
 
 void Engine::StartAutotune() {

@@ -85,8 +85,7 @@ DoneCallback DeferredWhileDriving(DoneCallback done, uint64_t owner) {
 }  // namespace
 
 void Engine::Loop() {
-  prctl(PR_SET_TIMERSLACK, 1000UL);   // microsecond sleeps must stay microseconds
-  prctl(PR_SET_NAME, "lockstep-bg");  // so top -H and perf show whose CPU time this is
+  prctl(PR_SET_TIMERSLACK, 1000UL);  // microsecond sleeps must stay microseconds
   DrivingMark mark(this);
   while (true) {
     std::unique_lock<std::mutex> drive(driver_);

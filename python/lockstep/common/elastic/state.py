@@ -38,12 +38,26 @@ class State:
 
     def commit(self):
         """Save the state (restore() comes back here; a restarted job resumes here), then
-        raise HostsUpdatedInterrupt on every rank if the launcher changed the hosts."""
+        raise HostsUpdatedInterrupt on every rank if the launcher changed the hosts.
+
+        The copy for the store is written only once check_host_updates' broadcast has
+        gone through: under ULFM a collective that overlaps a lost peer can return
+        success with a wrong result on some survivors, and that broadcast is the first
+        call to fail after it, so a step that may be wrong is never what a restart
+        resumes from."""
         self.save()
         self._commit_number += 1
+        snapshot = self.snapshot() if self._store is not None else None
+        try:
+            self.check_host_updates()
+        except HostsUpdatedInterrupt:
+            self._persist(snapshot)  # every rank is alive and agreed
+            raise
+        self._persist(snapshot)
+
+    def _persist(self, snapshot):
         if self._store is not None:
-            self._store.write_async(self._commit_number, self.snapshot())
-        self.check_host_updates()
+            self._store.write_async(self._commit_number, snapshot)
 
     def check_host_updates(self):
         """Raise HostsUpdatedInterrupt on every rank if the launcher has announced a
