@@ -1,9 +1,57 @@
 """Horovod 0.28.1 behaviour that ported scripts rely on, each checked by a script
 written for Horovod with only the import changed, under mpirun at 2 and 3 ranks."""
 
+import socket
+import subprocess
+import sys
+
+import mpi_harness
 from mpi_harness import run_ranks
+
+RUN_PY = mpi_harness.REPO_ROOT / "python" / "lockstep" / "run.py"
+SCRIPT = mpi_harness.SCRIPTS_DIR / "horovod_env.py"
 
 
 def test_queries_answer_after_elastic_run_and_a_peer_shutdown(num_ranks):
     run = run_ranks("horovod_lifecycle.py", num_ranks, timeout=180)
     run.assert_all_ranks_passed(num_ranks)
+
+
+def run_launcher(args, timeout, env):
+    return subprocess.run(
+        [sys.executable, str(RUN_PY), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=mpi_harness.child_environment(env),
+    )
+
+
+def test_worker_environment_under_plain_mpirun(num_ranks):
+    # No host list: HOROVOD_HOSTNAME is the machine's name; a variable the user set stays.
+    hosts = ",".join([socket.gethostname()] * num_ranks)
+    env = {"LOCKSTEP_TEST_HOSTS": hosts, "HOROVOD_CROSS_SIZE": "7", "LOCKSTEP_TEST_USER_SET": "HOROVOD_CROSS_SIZE=7"}
+    run_ranks("horovod_env.py", num_ranks, timeout=180, env=env).assert_all_ranks_passed(num_ranks)
+
+
+def test_worker_environment_under_lockstep_run(num_ranks):
+    # horovodrun without -H runs on "localhost", and so names the host.
+    env = {"LOCKSTEP_TEST_HOSTS": ",".join(["localhost"] * num_ranks)}
+    run = run_launcher(["-np", str(num_ranks), sys.executable, str(SCRIPT)], timeout=180, env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    for rank in range(num_ranks):
+        assert f"rank {rank}: ALL CHECKS PASSED" in run.stdout, run.stdout + run.stderr
+        assert f"rank {rank}: after init(): HOROVOD_RANK={rank} HOROVOD_SIZE={num_ranks} " in run.stdout
+
+
+def test_worker_environment_in_an_elastic_job(tmp_path, num_ranks):
+    env = {
+        "LOCKSTEP_TEST_HOSTS": ",".join(["localhost"] * num_ranks),
+        "LOCKSTEP_TEST_ELASTIC": "1",
+        "LOCKSTEP_ELASTIC_COMMIT_DIR": str(tmp_path),
+    }
+    args = ["-np", str(num_ranks), "--host-discovery-script", f"echo localhost:{num_ranks}"]
+    run = run_launcher(args + ["--mpi-args=--oversubscribe", sys.executable, str(SCRIPT)], timeout=240, env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    for rank in range(num_ranks):
+        assert f"rank {rank}: ALL CHECKS PASSED" in run.stdout, run.stdout + run.stderr

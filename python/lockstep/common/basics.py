@@ -4,6 +4,7 @@ import atexit
 import os
 
 from lockstep import _core
+from lockstep.common import horovod_env
 from lockstep.common import process_sets as process_sets_module
 from lockstep.common.exceptions import AbortedError, LockstepError, NotInitializedError
 
@@ -26,6 +27,7 @@ def init(comm=None, process_sets=None):
     fresh_start = not _core.is_initialized()
     _core.init()
     process_sets_module.setup_after_init(process_sets, fresh_start)
+    horovod_env.publish()
     global _exit_hook_registered
     if not _exit_hook_registered:
         # Python runs atexit hooks in reverse order of registration, so this runs
