@@ -55,3 +55,8 @@ def test_worker_environment_in_an_elastic_job(tmp_path, num_ranks):
     assert run.returncode == 0, run.stdout + run.stderr
     for rank in range(num_ranks):
         assert f"rank {rank}: ALL CHECKS PASSED" in run.stdout, run.stdout + run.stderr
+
+
+def test_tensorflow_process_set_training_on_a_rank_outside_the_set(num_ranks):
+    run = run_ranks("horovod_process_sets_tf.py", num_ranks, timeout=240)
+    run.assert_all_ranks_passed(num_ranks)

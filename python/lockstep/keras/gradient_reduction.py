@@ -8,7 +8,7 @@ All return a list in the same order with None entries kept.
 """
 
 from lockstep.common.ops import check_linear_op, predivided_scaling
-from lockstep.common.process_sets import global_process_set
+from lockstep.common.process_sets import global_process_set, membership
 from lockstep.keras.compression import resolve
 from lockstep.keras.keras_line import backend_name
 
@@ -55,7 +55,7 @@ class TorchGradientReducer:
     def reduce(self, gradients):
         reduced = list(gradients)
         positions = [position for position, gradient in enumerate(gradients) if gradient is not None]
-        if not positions:
+        if not positions or not membership(self.process_set)[1]:  # outside the set: local, as in Horovod
             return reduced
         outputs = self._allreduce([gradients[p] for p in positions])
         for position, output in zip(positions, outputs):

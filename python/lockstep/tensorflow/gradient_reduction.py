@@ -4,6 +4,7 @@ Keras DistributedOptimizer (TensorFlow backend) both do before an update."""
 import tensorflow as tf
 
 from lockstep.common.ops import Average, check_linear_op, predivided_scaling
+from lockstep.common.process_sets import membership
 from lockstep.tensorflow.compression import Compression
 from lockstep.tensorflow.mpi_ops import grouped_allreduce
 
@@ -35,8 +36,12 @@ class GradientReducer:
 
     def reduce(self, gradients, keep_local=None):
         """The reduced gradients, in order. None entries stay None, and so do the
-        entries whose keep_local flag is set (gradients of rank-local variables)."""
+        entries whose keep_local flag is set (gradients of rank-local variables).
+        On a rank outside the process set, as in Horovod, nothing is communicated
+        and every gradient stays this rank's own."""
         reduced = list(gradients)
+        if not self.communicates():
+            return reduced
         sparse, dense = [], []
         for position, gradient in enumerate(gradients):
             if gradient is None or (keep_local and keep_local[position]):
@@ -60,6 +65,11 @@ class GradientReducer:
                 postscale_factor=self.postscale,
             )
         return reduced
+
+    def communicates(self):
+        """False on a rank outside the process set (asked when the gradients are
+        reduced: the set must be registered by then, not when the reducer is made)."""
+        return self.process_set is None or membership(self.process_set)[1]
 
     def _reduce_into(self, reduced, positions, **options):
         results = grouped_allreduce([reduced[p] for p in positions], process_set=self.process_set, **options)
