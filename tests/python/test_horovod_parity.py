@@ -60,3 +60,8 @@ def test_worker_environment_in_an_elastic_job(tmp_path, num_ranks):
 def test_tensorflow_process_set_training_on_a_rank_outside_the_set(num_ranks):
     run = run_ranks("horovod_process_sets_tf.py", num_ranks, timeout=240)
     run.assert_all_ranks_passed(num_ranks)
+
+
+def test_tensorflow_local_gradients_of_model_parallel_layers(num_ranks):
+    run = run_ranks("horovod_tf_local_gradients.py", num_ranks, timeout=240)
+    run.assert_all_ranks_passed(num_ranks)
