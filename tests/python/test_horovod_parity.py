@@ -65,3 +65,13 @@ def test_tensorflow_process_set_training_on_a_rank_outside_the_set(num_ranks):
 def test_tensorflow_local_gradients_of_model_parallel_layers(num_ranks):
     run = run_ranks("horovod_tf_local_gradients.py", num_ranks, timeout=240)
     run.assert_all_ranks_passed(num_ranks)
+
+
+def test_keras2_scripts_through_tf_keras(num_ranks):
+    run = run_ranks("horovod_keras2.py", num_ranks, timeout=300, env={"TF_USE_LEGACY_KERAS": "1"})
+    run.assert_all_ranks_passed(num_ranks)
+
+
+def test_keras3_local_variables_aggregation_and_elastic_state(num_ranks):
+    run = run_ranks("horovod_keras2.py", num_ranks, timeout=300, args=["keras3"])
+    run.assert_all_ranks_passed(num_ranks)
