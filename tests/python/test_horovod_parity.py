@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import mpi_harness
+import pytest
 from mpi_harness import run_ranks
 
 RUN_PY = mpi_harness.REPO_ROOT / "python" / "lockstep" / "run.py"
@@ -75,3 +76,9 @@ def test_keras2_scripts_through_tf_keras(num_ranks):
 def test_keras3_local_variables_aggregation_and_elastic_state(num_ranks):
     run = run_ranks("horovod_keras2.py", num_ranks, timeout=300, args=["keras3"])
     run.assert_all_ranks_passed(num_ranks)
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "torch", "jax"])
+def test_keras3_register_local_var_on_every_backend(backend, built_extension):
+    run = run_ranks("keras3_local_vars.py", 3, timeout=240, env={"KERAS_BACKEND": backend})
+    run.assert_all_ranks_passed(3)
