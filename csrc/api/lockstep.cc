@@ -153,6 +153,7 @@ std::string NotRunningReason() {
 }
 
 Topology GetTopology() { return RunningEngine()->topology(); }
+std::vector<std::string> Hostnames() { return RunningEngine()->hostnames(); }
 bool MpiThreadsSupported() { return RunningEngine()->threads_supported(); }
 bool MpiBuilt() { return true; }
 MpiInfo GetMpiInfo() { return QueryMpiInfo(); }

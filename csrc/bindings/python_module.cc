@@ -210,6 +210,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("local_size", [] { return Topo().local_size; });
   m.def("cross_rank", [] { return Topo().cross_rank; });
   m.def("cross_size", [] { return Topo().cross_size; });
+  m.def("hostnames", &Hostnames);
   m.def("mpi_threads_supported", &MpiThreadsSupported);
   m.def("mpi_built", &MpiBuilt);
   m.def("nccl_built", &NcclBuilt);

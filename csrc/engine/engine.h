@@ -38,6 +38,8 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   const Topology& topology() const { return world_.topology; }
+  // [r]: global rank r's host (MPI_Get_processor_name), gathered at start-up.
+  const std::vector<std::string>& hostnames() const { return world_.hostnames; }
   bool threads_supported() const { return world_.threads_supported; }
   bool running() const { return running_.load(); }
   std::string stop_reason() const;

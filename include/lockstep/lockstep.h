@@ -135,6 +135,9 @@ bool IsInitialized();
 // stopped because another rank shut down); empty while it is running.
 std::string NotRunningReason();
 Topology GetTopology();  // throws Error before Init()
+// Every global rank's host name (MPI_Get_processor_name), indexed by rank; throws as
+// GetTopology does.
+std::vector<std::string> Hostnames();
 bool MpiThreadsSupported();
 bool MpiBuilt();
 // Horovod's nccl_built(): NCCL_VERSION_CODE of the NCCL this build's GPU collectives

@@ -12,3 +12,6 @@ REPORT_PREFIX = "[lockstep-elastic]"
 JOB_ID_VARIABLE = "LOCKSTEP_ELASTIC_JOB_ID"
 GENERATION_VARIABLE = "LOCKSTEP_ELASTIC_GENERATION"
 COMMIT_DIR_VARIABLE = "LOCKSTEP_ELASTIC_COMMIT_DIR"
+# The job's hosts as the host list or discovery script named them, comma-separated in
+# the order mpirun fills them: init() sets HOROVOD_HOSTNAME from it.
+HOST_NAMES_VARIABLE = "LOCKSTEP_HOST_NAMES"

@@ -37,6 +37,7 @@ else:  # run or loaded as a file: take the modules beside it, not an installed l
     run_elastic = _load_sibling("run_elastic")
     mpi_launcher = _load_sibling("mpi_launcher")
 
+HOST_NAMES_VARIABLE = run_elastic.protocol.HOST_NAMES_VARIABLE
 # Environment variables every rank needs to find the same interpreter and libraries.
 FORWARDED_VARIABLES = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV")
 FORWARDED_PREFIXES = ("LOCKSTEP_", "HOROVOD_")
@@ -337,10 +338,13 @@ def build_mpirun_command(args, env, core_count=None, euid=None, mpirun="mpirun")
     core_count = usable_cores() if core_count is None else core_count
     euid = os.geteuid() if euid is None else euid
     settings = settings_from_options(args)
+    hosts = resolve_hosts(args, env)
+    # Horovod's workers see HOROVOD_HOSTNAME as the host list names their host
+    # ("localhost" without one); init() picks each rank's entry (lockstep.common.horovod_env).
+    settings[HOST_NAMES_VARIABLE] = ",".join(name for name, _ in hosts) if hosts else "localhost"
     launch_env = dict(env)
     launch_env.update(settings)
 
-    hosts = resolve_hosts(args, env)
     num_proc = args.num_proc or sum(slots for _, slots in hosts)
     if args.launcher == "srun":
         return srun_command(args, launch_env, settings, num_proc)

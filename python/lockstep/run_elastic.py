@@ -242,6 +242,7 @@ class Supervisor:
         env = dict(self.env)
         env[protocol.JOB_ID_VARIABLE] = self.job_id
         env[protocol.GENERATION_VARIABLE] = str(generation)
+        env["HOROVOD_ELASTIC"] = "1"  # Horovod's elastic workers see it
         command, env = self.build_command(assignment, num_proc, env)
         self.log(f"generation {generation}: {num_proc} ranks on {_describe(assignment)}")
         job = JobWatcher(command, env)

@@ -105,6 +105,7 @@ def test_options_become_forwarded_lockstep_variables():
         "LOCKSTEP_CACHE_CAPACITY": "0",
         "LOCKSTEP_LOG_LEVEL": "debug",
         "LOCKSTEP_TIMELINE": os.path.abspath("t.json"),
+        "LOCKSTEP_HOST_NAMES": "localhost",  # for HOROVOD_HOSTNAME, as horovodrun names it without -H
     }
     assert launch.settings == expected
     for name, value in expected.items():
@@ -127,6 +128,7 @@ def test_environment_forwarding_is_selective():
     assert sorted(exported) == sorted(
         [
             "LOCKSTEP_STALL_CHECK_DISABLE",
+            "LOCKSTEP_HOST_NAMES",
             "HOROVOD_CACHE_CAPACITY",
             "PATH",
             "PYTHONPATH",
@@ -134,6 +136,17 @@ def test_environment_forwarding_is_selective():
             "VIRTUAL_ENV",
         ]
     )
+
+
+def test_host_names_travel_to_the_workers_for_horovod_hostname():
+    # init() sets each worker's HOROVOD_HOSTNAME from this list (tests/python/test_horovod_parity.py).
+    for argv, names in (
+        (["-np", "2", "x"], "localhost"),
+        (["-np", "3", "-H", "node2:2,10.0.0.7:1", "x"], "node2,10.0.0.7"),
+    ):
+        launch = build(argv)
+        assert launch.settings["LOCKSTEP_HOST_NAMES"] == names and launch.env["LOCKSTEP_HOST_NAMES"] == names
+        assert "LOCKSTEP_HOST_NAMES" in option_values(launch.command, "-x")
 
 
 def test_user_command_keeps_its_own_options():
@@ -194,7 +207,7 @@ def test_the_builds_own_mpirun_launches_not_the_one_on_path(tmp_path):
     env = dict(os.environ, PATH=f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     result = run_launcher(["-np", "2", "--dry-run", "python", "t.py"], env=env)
     assert result.returncode == 0, result.stderr
-    mpirun = result.stdout.split()[0]
+    mpirun = [word for word in result.stdout.split() if "=" not in word][0]  # after the settings
     assert mpirun != str(impostor) and os.path.basename(mpirun) == "mpirun", result.stdout
     version = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=60).stdout
     assert "Open MPI" in version

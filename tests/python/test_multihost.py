@@ -87,3 +87,19 @@ def test_hierarchical_allreduce_matches_exactly(cluster, switch):
     run = cluster.run_script("allreduce_all.py", timeout=240, env={"LOCKSTEP_LOG_LEVEL": "debug", switch: "1"})
     run.assert_all_ranks_passed(5)
     assert run.stderr.count(HIERARCHICAL_ACTIVE) == 5, run.describe()
+
+
+def test_horovod_worker_environment_names_each_ranks_host_from_the_hostfile(cluster):
+    # A Horovod script reading HOROVOD_RANK ... HOROVOD_HOSTNAME, started with
+    # lockstep-run --hostfile; the hosts listed in reverse, so rank 0 is on node3.
+    order = list(reversed(range(len(cluster.hostnames))))
+    hostfile = cluster.hostfile.parent / "reversed-hostfile"
+    hostfile.write_text("".join(f"{cluster.hostnames[i]} slots={cluster.slots[i]}\n" for i in order))
+    by_rank = ",".join(cluster.hostnames[i] for i in order for _ in range(cluster.slots[i]))
+    command = [sys.executable, str(RUN_PY), "--hostfile", str(hostfile), "--network-interface", pretend_cluster.SUBNET]
+    command += ["--mpi-args", " ".join(cluster.agent_args()), sys.executable]
+    command.append(str(pretend_cluster.mpi_harness.SCRIPTS_DIR / "horovod_env.py"))
+    run = pretend_cluster.run_command(cluster.on_host(0, command), timeout=240, env={"LOCKSTEP_TEST_HOSTS": by_rank})
+    run.assert_all_ranks_passed(5)
+    first = "rank 0: after init(): HOROVOD_RANK=0 HOROVOD_SIZE=5 HOROVOD_LOCAL_RANK=0 HOROVOD_LOCAL_SIZE=1 "
+    assert first in run.stdout and "HOROVOD_HOSTNAME=node3" in run.stdout, run.describe()

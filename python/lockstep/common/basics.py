@@ -4,8 +4,9 @@ import atexit
 import os
 
 from lockstep import _core
+from lockstep.common import horovod_env
 from lockstep.common import process_sets as process_sets_module
-from lockstep.common.exceptions import NotInitializedError
+from lockstep.common.exceptions import AbortedError, LockstepError, NotInitializedError
 
 _exit_hook_registered = False
 
@@ -26,6 +27,7 @@ def init(comm=None, process_sets=None):
     fresh_start = not _core.is_initialized()
     _core.init()
     process_sets_module.setup_after_init(process_sets, fresh_start)
+    horovod_env.publish()
     global _exit_hook_registered
     if not _exit_hook_registered:
         # Python runs atexit hooks in reverse order of registration, so this runs
@@ -45,44 +47,62 @@ def is_initialized():
 
 
 def require_initialized():
-    """Raise NotInitializedError unless init() has run and shutdown() has not."""
+    """Raise unless init() has run and the engine is running: NotInitializedError (a
+    ValueError, as Horovod's) before init() and after this rank's own shutdown();
+    AbortedError, a HorovodInternalError naming the cause, once a peer's shutdown or
+    failure stopped the engine (what Horovod raises for a collective then)."""
     if not _core.is_initialized():
-        raise NotInitializedError(_core.not_running_reason() or None)
+        raise not_running_error()
+
+
+def not_running_error():
+    """The error for an op while lockstep is not running (see require_initialized)."""
+    reason = _core.not_running_reason() or None
+    try:
+        _core.rank()  # answers while a stopped engine is still this rank's
+    except LockstepError:
+        return NotInitializedError(reason)
+    return AbortedError(reason)
+
+
+def _topology(query):
+    """Topology queries answer from init() until this rank's own shutdown(), also after
+    a peer's shutdown or failure stopped the engine (as Horovod's do); before init()
+    and after shutdown() they raise NotInitializedError, a ValueError as in Horovod."""
+    try:
+        return query()
+    except NotInitializedError:
+        raise
+    except LockstepError as error:  # no engine in this process
+        raise NotInitializedError(str(error)) from None
 
 
 def rank():
-    require_initialized()
-    return _core.rank()
+    return _topology(_core.rank)
 
 
 def size():
-    require_initialized()
-    return _core.size()
+    return _topology(_core.size)
 
 
 def local_rank():
-    require_initialized()
-    return _core.local_rank()
+    return _topology(_core.local_rank)
 
 
 def local_size():
-    require_initialized()
-    return _core.local_size()
+    return _topology(_core.local_size)
 
 
 def cross_rank():
-    require_initialized()
-    return _core.cross_rank()
+    return _topology(_core.cross_rank)
 
 
 def cross_size():
-    require_initialized()
-    return _core.cross_size()
+    return _topology(_core.cross_size)
 
 
 def mpi_threads_supported():
-    require_initialized()
-    return _core.mpi_threads_supported()
+    return _topology(_core.mpi_threads_supported)
 
 
 def mpi_built():

@@ -8,8 +8,7 @@ the framework, automatic names, keeping memory alive, waiting) happens here once
 import threading
 from typing import Any, NamedTuple, Tuple
 
-from lockstep.common import validation
-from lockstep.common.exceptions import NotInitializedError
+from lockstep.common import basics, validation
 from lockstep.common.handles import PendingOp
 from lockstep.common.ops import ALLREDUCE_OPS, REDUCESCATTER_OPS, Adasum, Average, checked_reduction, to_core_reduce_op
 from lockstep.common.process_sets import process_set_size
@@ -343,7 +342,7 @@ class OpDispatcher:
 
     def _require_initialized(self):
         if not self._core.is_initialized():
-            raise NotInitializedError(self._core.not_running_reason() or None)
+            raise basics.not_running_error()
 
     def _restart_names_if_idle(self):
         """After an op finished: with nothing left in flight, automatic names start over

@@ -113,6 +113,15 @@ def process_set_id(process_set):
     return process_set.process_set_id
 
 
+def membership(process_set):
+    """(the set's size, whether this rank is in it) for a registered set (None: the
+    global set); ValueError unless it is registered. Gradient reducers use it: on a
+    rank outside the set, Horovod communicates nothing and keeps the local gradients."""
+    set_id = 0 if process_set is None else process_set_id(process_set)
+    included = set_id == 0 or _core.rank() in _core.process_set_ranks(set_id)
+    return process_set_size(set_id), included
+
+
 def process_set_size(set_id):
     """Number of ranks of a registered set, from the core (which knows removals)."""
     return _core.size() if set_id == 0 else len(_core.process_set_ranks(set_id))

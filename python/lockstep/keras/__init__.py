@@ -24,6 +24,6 @@ from lockstep.keras.callbacks import BroadcastGlobalVariablesCallback, MetricAve
 from lockstep.keras.collectives import allgather, allreduce, broadcast
 from lockstep.keras.compression import Compression
 from lockstep.keras.learning_rate import LearningRateScheduleCallback, LearningRateWarmupCallback
-from lockstep.keras.optimizer import DistributedOptimizer
+from lockstep.keras.optimizer import DistributedOptimizer, PartialDistributedOptimizer
 from lockstep.keras.saving import load_model
 from lockstep.keras.variables import broadcast_variables

@@ -27,12 +27,12 @@ def keras3_accumulation_config(config, passes):
     return {**config, "gradient_accumulation_steps": passes}
 
 
-def reduce_accumulated(optimizer, reducer, grads, settings):
+def reduce_accumulated(optimizer, reducer, grads, settings, keep_local=None):
     """Reduce Keras 3's accumulated gradients (the mean of the k batches) on an update step."""
     passes = settings.backward_passes_per_step
 
     def communicate(values):
-        reduced = reducer.reduce(list(values))
+        reduced = reducer.reduce(list(values), keep_local)
         if not settings.average_aggregated_gradients:
             reduced = [grad * passes for grad in reduced]  # Horovod sums the batches by default
         return reduced
@@ -47,7 +47,9 @@ def reduce_accumulated(optimizer, reducer, grads, settings):
 
 
 class Keras2Aggregation:
-    """The sums and the batch counter of one Keras 2 optimizer."""
+    """The sums and the batch counter of one Keras 2 optimizer: Horovod's
+    `optimizer._agg_helper`, whose `counter` (a tf.Variable) holds the batches added
+    up since the last update (0 right after one)."""
 
     def __init__(self, passes, average):
         self.passes = passes
@@ -55,7 +57,7 @@ class Keras2Aggregation:
         self.counter = None
         self.sums = None
 
-    def apply(self, optimizer, grads, variables, reducer, apply_reduced):
+    def apply(self, optimizer, grads, variables, reducer, apply_reduced, keep_local=None):
         import tensorflow as tf
 
         grads = [_dense(grad) for grad in grads]
@@ -68,7 +70,7 @@ class Keras2Aggregation:
 
         def communicate():
             totals = [None if total is None else total.read_value() for total in self.sums]
-            reduced = reducer.reduce(totals)
+            reduced = reducer.reduce(totals, keep_local)
             if self.average:
                 reduced = [None if grad is None else grad / self.passes for grad in reduced]
             with tf.control_dependencies([apply_reduced(reduced)]):

@@ -29,10 +29,12 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
     # next batch.
     async_safe = True
 
-    def __init__(self, root_rank, device=""):
+    def __init__(self, root_rank, device="", local_variables=None):
         super().__init__()
         self.root_rank = root_rank
         self.device = device  # accepted for ported scripts; the broadcast runs on the host
+        # Horovod's: variables each rank keeps its own (e.g. a model-parallel layer's).
+        self.local_variables = list(local_variables or [])
 
     def on_train_begin(self, logs=None):
         optimizer = self.model.optimizer
@@ -42,6 +44,8 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
             # custom loop (or Keras 2) did not, so its slots are broadcast too.
             build_optimizer(optimizer, self.model.trainable_variables)
             variables += optimizer_variables(optimizer)
+        local = {id(variable) for variable in self.local_variables}
+        variables = [variable for variable in variables if id(variable) not in local]
         broadcast_variables(variables, self.root_rank, name="BroadcastGlobalVariablesCallback")
 
     if backend_name() == "jax":  # elsewhere the hook would only make Keras wait for each step's logs

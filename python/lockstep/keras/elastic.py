@@ -1,4 +1,5 @@
-"""Elastic training for lockstep.keras (Keras 3), as Horovod's `hvd.elastic` for Keras:
+"""Elastic training for lockstep.keras (Keras 3, or Keras 2 under TF_USE_LEGACY_KERAS=1),
+as Horovod's `hvd.elastic` for Keras:
 
     state = hvd.elastic.KerasState(model, epoch=0, batch=0)
     callbacks = [hvd.elastic.UpdateEpochStateCallback(state), hvd.elastic.UpdateBatchStateCallback(state),
@@ -13,12 +14,12 @@ params['steps']), so a job resumed from a commit made mid-epoch trains that epoc
 again in full, from the committed weights; commits at epoch ends resume exactly.
 """
 
-import keras
 import numpy as np
 
 from lockstep.common import basics
 from lockstep.common.elastic import HorovodInternalError, HostsUpdatedInterrupt, ObjectState, State, run_fn
 from lockstep.common.host_ops import allgather_object, broadcast_object
+from lockstep.keras.keras_line import build_optimizer, keras, optimizer_variables, to_numpy
 from lockstep.keras.variables import broadcast_variables
 
 
@@ -38,17 +39,17 @@ class KerasState(ObjectState):
             raise ValueError("Model must be built first. Run `model.build(input_shape)`.")
         self.model = model
         self.optimizer = optimizer or getattr(model, "optimizer", None)
-        if self.optimizer is not None and not self.optimizer.built:
-            self.optimizer.build(model.trainable_variables)
+        if self.optimizer is not None:
+            build_optimizer(self.optimizer, model.trainable_variables)
         self._save_model()
         super().__init__(bcast_object=broadcast_object, get_rank=basics.rank, **kwargs)
 
     def _variables(self):
-        optimizer_variables = list(self.optimizer.variables) if self.optimizer is not None else []
-        return list(self.model.variables) + optimizer_variables
+        slots = optimizer_variables(self.optimizer) if self.optimizer is not None else []
+        return list(self.model.variables) + slots
 
     def _save_model(self):
-        self._values = [np.array(keras.ops.convert_to_numpy(variable)) for variable in self._variables()]
+        self._values = [np.array(to_numpy(variable)) for variable in self._variables()]
 
     def _load_model(self):
         for variable, value in zip(self._variables(), self._values):

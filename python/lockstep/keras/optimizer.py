@@ -33,10 +33,16 @@ class Settings:
     process_set: Any = None
     backward_passes_per_step: int = 1
     average_aggregated_gradients: bool = False
+    scale_local_gradients: bool = True
 
     def make_reducer(self):
         return make_gradient_reducer(
-            self.compression, self.sparse_as_dense, self.op, self.gradient_predivide_factor, self.process_set
+            self.compression,
+            self.sparse_as_dense,
+            self.op,
+            self.gradient_predivide_factor,
+            self.process_set,
+            self.scale_local_gradients,
         )
 
 
@@ -68,10 +74,12 @@ def DistributedOptimizer(
     size/factor after it. backward_passes_per_step=k: add up the gradients of k
     batches locally and communicate and update on every k-th only (divided by k
     with average_aggregated_gradients=True); a non-finite gradient spoils only its
-    own k batches, since the sums restart from zeros. process_set: average over
-    its ranks only. device_dense/device_sparse, num_groups/groups and
-    scale_local_gradients are accepted for ported scripts: lockstep reduces on the
-    host, in one group, and keeps no local gradients here.
+    own k batches, since the sums restart from zeros (Keras 2: the sums and their
+    counter are `optimizer._agg_helper`, as in Horovod). process_set: average over
+    its ranks only. `optimizer.register_local_var(var)` keeps var's gradient local
+    (not reduced; divided by the set's size with scale_local_gradients, the
+    default). device_dense/device_sparse and num_groups/groups are accepted for
+    ported scripts: lockstep reduces on the host, in one group.
     """
     _check_optimizer(optimizer)
     passes = as_int(backward_passes_per_step, "backward_passes_per_step")
@@ -85,6 +93,7 @@ def DistributedOptimizer(
         process_set,
         passes,
         bool(average_aggregated_gradients),
+        bool(scale_local_gradients),
     )
     reducer = settings.make_reducer()  # checks op, compression and the set now, not at the first step
     config = optimizer.get_config()
@@ -94,6 +103,56 @@ def DistributedOptimizer(
         config = keras3_accumulation_config(config, passes)
     wrapped = distributed_class(type(optimizer), settings).from_config(config)
     wrapped.lockstep_gradient_reducer = reducer
+    if keras_line.LEGACY:
+        wrapped._agg_helper = wrapped._lockstep_aggregation()  # Horovod's attribute: None without aggregation
+    return wrapped
+
+
+def PartialDistributedOptimizer(
+    optimizer,
+    name=None,
+    device_dense="",
+    device_sparse="",
+    compression=Compression.none,
+    sparse_as_dense=False,
+    gradient_predivide_factor=1.0,
+    op=Average,
+    backward_passes_per_step=1,
+    average_aggregated_gradients=False,
+    groups=None,
+    process_set=None,
+    local_layers=None,
+    scale_local_gradients=True,
+):
+    """A DistributedOptimizer that keeps the gradients of `local_layers`' trainable
+    weights (a Keras layer or a list of them) local to each rank, as Horovod's: they
+    are not reduced, and are divided by the process set's size with
+    scale_local_gradients (the default)."""
+    if local_layers is None:
+        local_layers = []
+    elif not isinstance(local_layers, (list, tuple)):
+        local_layers = [local_layers]
+    for layer in local_layers:
+        if not isinstance(layer, keras_line.keras.layers.Layer):
+            raise ValueError(f"local_layers must hold Keras layers, got {type(layer).__name__}")
+    wrapped = DistributedOptimizer(
+        optimizer,
+        name,
+        device_dense,
+        device_sparse,
+        compression,
+        sparse_as_dense,
+        gradient_predivide_factor,
+        op,
+        backward_passes_per_step,
+        average_aggregated_gradients,
+        groups=groups,
+        process_set=process_set,
+        scale_local_gradients=scale_local_gradients,
+    )
+    for layer in local_layers:
+        for weight in layer.trainable_weights:
+            wrapped.register_local_var(weight)
     return wrapped
 
 
@@ -144,35 +203,85 @@ class _ReducerOwner:
             self.lockstep_gradient_reducer = reducer
         return reducer
 
+    def register_local_var(self, var):
+        """Keep the gradient of `var` local to this rank (Horovod's API): it is not
+        reduced, and is divided by the process set's size with scale_local_gradients."""
+        local = self.__dict__.setdefault("_lockstep_local_vars", {})
+        local[id(var)] = var  # holding the variable keeps its id from being reused
+
+    def _lockstep_keep_local(self, variables):
+        local = self.__dict__.get("_lockstep_local_vars")
+        if not local:
+            return None
+        return [id(variable) in local for variable in variables]
+
 
 class _Keras3Distributed(_ReducerOwner):
     def apply(self, grads, trainable_variables=None):
+        variables = self._trainable_variables if trainable_variables is None else trainable_variables
+        keep_local = self._lockstep_keep_local(list(variables))
         if self._lockstep_settings.backward_passes_per_step > 1:
             # Keras' own accumulation runs; _clip_gradients reduces on update steps.
+            self.__dict__["_lockstep_pending_keep_local"] = keep_local
             return super().apply(grads, trainable_variables)
-        reduced = self._lockstep_reducer().reduce(list(grads))
+        reduced = self._lockstep_reducer().reduce(list(grads), keep_local)
         return super().apply(reduced, trainable_variables)
 
     def _clip_gradients(self, grads):
         settings = self._lockstep_settings
         if settings.backward_passes_per_step > 1:
-            grads = reduce_accumulated(self, self._lockstep_reducer(), list(grads), settings)
+            keep_local = self.__dict__.get("_lockstep_pending_keep_local")
+            grads = reduce_accumulated(self, self._lockstep_reducer(), list(grads), settings, keep_local)
         return super()._clip_gradients(grads)
 
 
 class _Keras2Distributed(_ReducerOwner):
+    def _compute_gradients(self, loss, var_list, grad_loss=None, tape=None):
+        """Horovod's override (what minimize() and Keras 2's fit() call): the
+        (gradient, variable) pairs with the gradients already reduced, which the
+        apply_gradients() that follows then applies as they are. With
+        backward_passes_per_step > 1 the gradients come back local, and
+        apply_gradients() aggregates and reduces them."""
+        import tensorflow as tf
+
+        if keras_line.is_legacy_optimizer(self):
+            pairs = super()._compute_gradients(loss, var_list, grad_loss=grad_loss, tape=tape)
+        else:
+            tape = tf.GradientTape() if tape is None else tape
+            if callable(loss):
+                with tape:
+                    tape.watch(var_list)
+                    loss = loss()
+            pairs = list(zip(tape.gradient(loss, var_list, output_gradients=grad_loss), var_list))
+        if self._lockstep_settings.backward_passes_per_step > 1:
+            return pairs
+        grads = [grad for grad, _ in pairs]
+        variables = [variable for _, variable in pairs]
+        reduced = self._lockstep_reducer().reduce(grads, self._lockstep_keep_local(variables))
+        self.__dict__["_lockstep_reduced_pending"] = True  # the next apply_gradients applies them as they are
+        return list(zip(reduced, variables))
+
+    def _lockstep_aggregation(self):
+        """The gradient sums and their counter (Horovod's `_agg_helper`), or None."""
+        settings = self._lockstep_settings
+        if settings.backward_passes_per_step == 1:
+            return None
+        aggregation = self.__dict__.get("_agg_helper")
+        if aggregation is None:
+            aggregation = Keras2Aggregation(settings.backward_passes_per_step, settings.average_aggregated_gradients)
+            self._agg_helper = aggregation
+        return aggregation
+
     def apply_gradients(self, grads_and_vars, *args, **kwargs):
         pairs = list(grads_and_vars)
         grads = [grad for grad, _ in pairs]
         variables = [variable for _, variable in pairs]
-        settings = self._lockstep_settings
-        if settings.backward_passes_per_step == 1:
-            reduced = self._lockstep_reducer().reduce(grads)
-            return super().apply_gradients(list(zip(reduced, variables)), *args, **kwargs)
-        aggregation = getattr(self, "_lockstep_aggregation", None)
+        keep_local = self._lockstep_keep_local(variables)
+        aggregation = self._lockstep_aggregation()
         if aggregation is None:
-            aggregation = Keras2Aggregation(settings.backward_passes_per_step, settings.average_aggregated_gradients)
-            self._lockstep_aggregation = aggregation
+            if not self.__dict__.pop("_lockstep_reduced_pending", False):
+                grads = self._lockstep_reducer().reduce(grads, keep_local)
+            return super().apply_gradients(list(zip(grads, variables)), *args, **kwargs)
         apply = super().apply_gradients
         return aggregation.apply(
             self,
@@ -180,6 +289,7 @@ class _Keras2Distributed(_ReducerOwner):
             variables,
             self._lockstep_reducer(),
             lambda reduced: apply(list(zip(reduced, variables)), *args, **kwargs),
+            keep_local,
         )
 
 

@@ -5,6 +5,7 @@ import tensorflow as tf
 from lockstep.common.ops import Average
 from lockstep.tensorflow.compression import Compression
 from lockstep.tensorflow.gradient_reduction import GradientReducer
+from lockstep.tensorflow.gradient_reduction import variable_key as _source_key
 
 
 class DistributedGradientTape:
@@ -19,7 +20,9 @@ class DistributedGradientTape:
     tf.GradientTape()) as tape:`). Everything but `gradient` is the wrapped tape's.
     Works eagerly and inside tf.function, where all gradients go out as one grouped
     allreduce. Variables registered with register_local_source keep their local
-    gradients. device_dense, device_sparse, num_groups and groups are accepted for
+    gradients, divided by the process set's size unless scale_local_gradients=False
+    (as in Horovod: then they come from the same averaged loss as the others).
+    device_dense, device_sparse, num_groups and groups are accepted for
     ported scripts: lockstep reduces on the host, and always in one group.
     """
 
@@ -35,12 +38,17 @@ class DistributedGradientTape:
         num_groups=0,
         groups=None,
         process_set=None,
+        scale_local_gradients=True,
     ):
         if not isinstance(gradtape, tf.GradientTape):
             raise TypeError(f"gradtape must be a tf.GradientTape, got {type(gradtape).__name__}")
         self._tape = gradtape
-        self._reducer = GradientReducer(compression, sparse_as_dense, op, gradient_predivide_factor, process_set)
+        self._reducer = GradientReducer(
+            compression, sparse_as_dense, op, gradient_predivide_factor, process_set, scale_local_gradients
+        )
         self._local_sources = set()
+        self.process_set = process_set
+        self.scale_local_gradients = bool(scale_local_gradients)
 
     def register_local_source(self, source):
         """Keep the gradient of `source` (a variable) local: it is not reduced."""
@@ -51,6 +59,17 @@ class DistributedGradientTape:
         flat = tf.nest.flatten(gradients)
         keep_local = [_source_key(source) in self._local_sources for source in tf.nest.flatten(sources)]
         return tf.nest.pack_sequence_as(gradients, self._reducer.reduce(flat, keep_local))
+
+    def get_local_and_global_gradients(self, target, sources, output_gradients=None):
+        """`gradient()`'s results split in two lists, each in the order of `sources`:
+        the gradients of registered local sources (scaled as gradient() scales them)
+        and the reduced ones, e.g. to take each one's norm apart (Horovod's API)."""
+        flat_sources = tf.nest.flatten(sources)
+        gradients = tf.nest.flatten(self.gradient(target, flat_sources, output_gradients))
+        local, reduced = [], []
+        for source, gradient in zip(flat_sources, gradients):
+            (local if _source_key(source) in self._local_sources else reduced).append(gradient)
+        return local, reduced
 
     def __enter__(self):
         self._tape.__enter__()
@@ -72,12 +91,17 @@ def PartialDistributedGradientTape(
     sparse_as_dense=False,
     op=Average,
     gradient_predivide_factor=1.0,
-    local_layers=None,
+    num_groups=0,
+    groups=None,
     process_set=None,
+    local_layers=None,
+    scale_local_gradients=True,
 ):
     """A DistributedGradientTape that keeps the gradients of `local_layers`' trainable
     weights (a Keras layer or a list of them) local to each rank, e.g. for a
-    per-rank head or embedding shard."""
+    per-rank head or embedding shard; arguments in Horovod's order. Local gradients
+    are divided by the process set's size unless scale_local_gradients=False;
+    get_local_and_global_gradients() returns them apart from the reduced ones."""
     tape = DistributedGradientTape(
         gradtape,
         device_dense,
@@ -86,7 +110,10 @@ def PartialDistributedGradientTape(
         sparse_as_dense,
         op,
         gradient_predivide_factor,
+        num_groups,
+        groups,
         process_set=process_set,
+        scale_local_gradients=scale_local_gradients,
     )
     if local_layers is None:
         local_layers = []
@@ -98,10 +125,3 @@ def PartialDistributedGradientTape(
         for weight in layer.trainable_weights:
             tape.register_local_source(weight)
     return tape
-
-
-def _source_key(source):
-    """Variables are unhashable as values; key them by identity of the underlying
-    TensorFlow variable (a Keras 3 Variable wraps one in `.value`)."""
-    inner = getattr(source, "_value", None)
-    return id(inner) if isinstance(inner, tf.Variable) else id(source)

@@ -12,6 +12,7 @@ tf.errors.FailedPreconditionError on every rank.
 
 import tensorflow as tf
 
+from lockstep import _core
 from lockstep.common import basics, validation
 from lockstep.common.ops import (
     ALLREDUCE_OPS,
@@ -384,6 +385,11 @@ def _set_id(process_set):
     if process_set is None:
         return 0
     try:
-        return registered_id(process_set)
+        set_id = registered_id(process_set)
     except ValueError as error:
         raise UnregisteredProcessSetError(str(error)) from None
+    # An id the core does not know (set by hand, or left from an earlier init): a
+    # ValueError when the op is made, as Horovod's, not an error from the kernel.
+    if set_id != 0 and _core.is_initialized() and set_id not in _core.process_set_ids():
+        raise UnregisteredProcessSetError(f"{process_set}: process set {set_id} does not exist")
+    return set_id

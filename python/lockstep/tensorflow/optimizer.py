@@ -10,23 +10,30 @@ import tensorflow as tf
 
 from lockstep.common.ops import Average
 from lockstep.tensorflow.compression import Compression
-from lockstep.tensorflow.gradient_reduction import GradientReducer
+from lockstep.tensorflow.gradient_reduction import GradientReducer, variable_key
 
 
 class _DistributedOptimizer(tf.compat.v1.train.Optimizer):
     def __init__(self, optimizer, name, use_locking, reducer):
         self._optimizer = optimizer
         self._reducer = reducer
+        self._local_vars = set()
         super().__init__(name=name or f"Distributed{type(optimizer).__name__}", use_locking=use_locking)
+
+    def register_local_var(self, var):
+        """Keep the gradient of `var` local to this rank: not reduced, divided by the
+        process set's size unless scale_local_gradients=False (Horovod's API)."""
+        self._local_vars.add(variable_key(var))
 
     def compute_gradients(self, *args, **kwargs):
         """The wrapped optimizer's (gradient, variable) pairs, gradients reduced in one
-        grouped allreduce."""
+        grouped allreduce (but those of variables given to register_local_var)."""
         pairs = self._optimizer.compute_gradients(*args, **kwargs)
         if not pairs:
             return pairs
         gradients, variables = zip(*pairs)
-        return list(zip(self._reducer.reduce(list(gradients)), variables))
+        keep_local = [variable_key(variable) in self._local_vars for variable in variables]
+        return list(zip(self._reducer.reduce(list(gradients), keep_local), variables))
 
     def apply_gradients(self, *args, **kwargs):
         return self._optimizer.apply_gradients(*args, **kwargs)
@@ -56,6 +63,7 @@ def DistributedOptimizer(
     num_groups=0,
     groups=None,
     process_set=None,
+    scale_local_gradients=True,
 ):
     """Wrap `optimizer` so its updates use gradients reduced over all ranks.
 
@@ -71,7 +79,9 @@ def DistributedOptimizer(
                 "backward_passes_per_step > 1 is not supported for tf.compat.v1 optimizers "
                 "by lockstep.tensorflow yet; Keras optimizers support it"
             )
-        reducer = GradientReducer(compression, sparse_as_dense, op, gradient_predivide_factor, process_set)
+        reducer = GradientReducer(
+            compression, sparse_as_dense, op, gradient_predivide_factor, process_set, scale_local_gradients
+        )
         return _DistributedOptimizer(optimizer, name, use_locking, reducer)
     from lockstep.keras import keras_line  # noqa: PLC0415 (plain TF1 scripts need not load Keras)
 
@@ -88,6 +98,7 @@ def DistributedOptimizer(
             backward_passes_per_step=backward_passes_per_step,
             average_aggregated_gradients=average_aggregated_gradients,
             process_set=process_set,
+            scale_local_gradients=scale_local_gradients,
         )
     raise TypeError(
         f"optimizer must be a tf.compat.v1.train.Optimizer or a Keras optimizer, got {type(optimizer).__name__}"

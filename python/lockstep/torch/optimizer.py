@@ -22,7 +22,7 @@ from lockstep.common.ops import (
     predivided_scaling,
     to_core_reduce_op,
 )
-from lockstep.common.process_sets import global_process_set, process_set_id, process_set_size
+from lockstep.common.process_sets import global_process_set, membership
 from lockstep.torch.adasum_optimizer import adasum_optimizer
 from lockstep.torch.compression import Compression
 from lockstep.torch.gradient_reducer import GradientReducer, ReductionSettings
@@ -124,7 +124,7 @@ def DistributedOptimizer(  # noqa: N802 - Horovod's name for this factory
     communicates nothing: step() applies the rank's own gradients.
     """
     basics.require_initialized()
-    set_size, included = _check_process_set(process_set)
+    set_size, included = membership(process_set)
     if num_groups:
         warnings.warn("num_groups is deprecated (as in Horovod); pass groups=", DeprecationWarning, stacklevel=2)
         groups = num_groups if groups is None else groups
@@ -178,13 +178,6 @@ def _adasum_optimizer(optimizer, named_parameters, compression, gradient_predivi
     distributed = adasum_optimizer(optimizer, named, compression)
     distributed._parameter_names = {param: name for name, param in named}
     return distributed
-
-
-def _check_process_set(process_set):
-    """(the set's size, whether this rank is in it); ValueError unless it is registered."""
-    set_id = process_set_id(process_set)
-    included = set_id == 0 or bool(process_set.included())
-    return process_set_size(set_id), included
 
 
 def _reduction_settings(compression, op, gradient_predivide_factor, sparse_as_dense, process_set):

@@ -34,8 +34,9 @@ def check_sync_batch_norm(rank, size):
 
 
 def check_partial_tape(rank, size):
-    """Local layers keep their gradients and the rest is averaged, whether the sources
-    are Keras variables or tf.Variables and whether locals are registered as either."""
+    """Local layers keep their gradients (divided by the size, Horovod's
+    scale_local_gradients) and the rest is averaged, whether the sources are Keras
+    variables or tf.Variables and whether locals are registered as either."""
     local, shared = _dense(), _dense()
     x = tf.constant([[rank + 1.0]])
     mean = (size + 1) / 2.0
@@ -50,7 +51,7 @@ def check_partial_tape(rank, size):
 
     as_keras = [local.kernel, shared.kernel]
     as_tf = [_tf_variable(v) for v in as_keras]
-    expected = [rank + 1.0, mean]
+    expected = [float(np.float32(rank + 1.0) / np.float32(size)), mean]
     for sources in (as_keras, as_tf):
         assert gradients(sources, layers=[local]) == expected, "local_layers"
         assert gradients(sources, layers=local) == expected, "one local layer"

@@ -36,7 +36,7 @@ def run_fn(func, allgather_object):
         try:
             _resume(state, store, allgather_object)
             state.sync()
-            # Asked now: once a rank finishes and shuts down, the others' queries fail.
+            # Asked now: `func` may call shutdown() itself, after which the queries raise.
             rank, local_rank = basics.rank(), basics.local_rank()
             result = func(state, *args, **kwargs)
         except HostsUpdatedInterrupt:
