@@ -54,6 +54,8 @@ _KILLED = re.compile(r"on node (\S+) exited on(?: signal|\s*$)")
 # for good on a host it cannot reach, and no rank reports its exit.
 _WATCHDOG = re.compile(r"\[lockstep rank (\d+)\] error: a collective has waited .*Ending the job with MPI_Abort")
 _BLAMED = re.compile(r"ranks? [\d, ]+ on ([^\s;]+)")
+_RANKS_ON_HOST = re.compile(r"ranks? ([\d, ]+) on ([^\s;]+)")
+_MPI_REPORTED = "MPI reports the process failed"
 
 
 class ElasticError(Exception):
@@ -80,6 +82,9 @@ class JobWatcher:
         self.ready = set()
         self.outcome = JobOutcome(returncode=None)
         self.verdicts, self.guesses = set(), set()
+        # Under ULFM a rank that ends the job with MPI_Abort (its collective watchdog)
+        # is reported failed by MPI on the others: that is no verdict on its host.
+        self.aborting_ranks, self.reported_failed = set(), []
         self.first_exit_report = None
         self._threads = [
             threading.Thread(target=self._read, args=(stream, echo), daemon=True)
@@ -123,19 +128,21 @@ class JobWatcher:
             # Rank 0 finds which ranks went silent and tells the others ("as rank 0
             # found"); a rank that did not hear from rank 0 can only name rank 0.
             # A loss that MPI itself reports (ULFM) is known alike on every rank.
-            from_rank_0 = (
-                "as rank 0 found" in report
-                or "MPI reports the process failed" in report
-                or re.match(r"\s*rank 0 exits", report)
-            )
-            hosts = set(_BLAMED.findall(report.split("peer lost:", 1)[-1]))
-            (self.verdicts if from_rank_0 else self.guesses).update(hosts)
+            named = report.split("peer lost:", 1)[-1]
+            if _MPI_REPORTED in named:
+                self.reported_failed += [
+                    ({int(rank) for rank in ranks.split(",")}, host) for ranks, host in _RANKS_ON_HOST.findall(named)
+                ]
+            else:
+                from_rank_0 = "as rank 0 found" in report or re.match(r"\s*rank 0 exits", report)
+                (self.verdicts if from_rank_0 else self.guesses).update(_BLAMED.findall(named))
         if "exits (" in report and self.first_exit_report is None:
             self.first_exit_report = time.monotonic()
 
     def _note_watchdog(self, line, rank):
         """A rank's collective watchdog ends the job; the lock is held."""
         self.outcome.peer_lost = True
+        self.aborting_ranks.add(rank)
         named = line.split("s): ", 1)[-1]
         if " did not respond" in named:
             hosts = set(_BLAMED.findall(named.split(" did not respond", 1)[0]))
@@ -150,7 +157,8 @@ class JobWatcher:
 
     def stop(self):
         """End mpirun and everything it started here (SIGTERM, then SIGKILL)."""
-        for signum, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 30)):
+        # Open MPI 5's prterun ignores SIGTERM while a daemon it cannot reach is left.
+        for signum, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 30)):
             if self.process.poll() is not None:
                 break
             try:
@@ -161,13 +169,22 @@ class JobWatcher:
                 self.process.wait(timeout=wait)
             except subprocess.TimeoutExpired:
                 pass
+        # mpirun puts its remote-start agents (ssh) and local ranks in process groups of
+        # their own, but they stay in its session. One whose host is cut off would live on,
+        # holding the output pipes, until its connection times out.
+        for pid in _session_members(self.process.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     def finish(self):
         self.process.wait()
         for thread in self._threads:
             thread.join(timeout=10)
         self.outcome.returncode = self.process.returncode
-        self.outcome.blamed |= self.verdicts or self.guesses
+        failed = {host for ranks, host in self.reported_failed if not ranks <= self.aborting_ranks}
+        self.outcome.blamed |= (self.verdicts | failed) or self.guesses
         return self.outcome
 
 
@@ -276,6 +293,20 @@ class Supervisor:
             )
             job.signal(signal.SIGUSR2 if removed else signal.SIGUSR1)
             notified = wanted
+
+
+def _session_members(session):
+    """The processes of a session, from /proc (none where there is no /proc)."""
+    members = []
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # not a process, or gone
+        if int(fields[3]) == session and int(entry) != os.getpid():
+            members.append(int(entry))
+    return members
 
 
 def _describe(hosts):

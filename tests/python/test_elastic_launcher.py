@@ -171,6 +171,25 @@ def test_a_watchdog_abort_names_the_lost_hosts_and_starts_the_end_grace():
     assert outcome.peer_lost and outcome.blamed == set() and watcher.first_exit_report is not None
 
 
+def test_mpi_reported_failures_blame_their_hosts_unless_the_rank_aborted_itself():
+    """Under ULFM MPI tells the survivors which process failed. A rank whose collective
+    watchdog called MPI_Abort is reported failed too (seen in a clean-clone CI run,
+    where node1 was blacklisted for rank 0's abort): its host is not to blame."""
+    from lockstep import run_elastic
+
+    watchdog = (
+        "[lockstep rank 0] error: a collective has waited 4 s for other ranks (LOCKSTEP_PEER_TIMEOUT_SECONDS is "
+        "4 s): rank 4 on node3 did not respond: frozen, ... Ending the job with MPI_Abort."
+    )
+    lost = "[lockstep-elastic] rank {} exits (76): peer lost: MPI_Allreduce: {} (MPI reports the process failed)"
+    aborted = [watchdog, lost.format(3, "rank 0 on node1 was lost")]
+    killed = [lost.format(1, "rank 2 on node2; ranks 3, 4 on node3 were lost")]
+    for lines, blamed in ((aborted, {"node3"}), (killed, {"node2", "node3"})):
+        script = "; ".join(f"echo '{line}'" for line in lines)
+        outcome = run_elastic.JobWatcher(["sh", "-c", script + "; exit 76"], None).finish()
+        assert outcome.peer_lost and outcome.blamed == blamed, lines
+
+
 def test_reports_of_two_ranks_on_one_line_both_count():
     """mpirun forwards output in pieces: a rank's report can land mid-line after
     another's (seen in a clean-clone CI run, where the job then never grew)."""

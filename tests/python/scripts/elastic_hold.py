@@ -10,7 +10,8 @@ cost their time in every run. Instead, the ranks wait at a commit point:
     LOCKSTEP_TEST_RELEASE_FILE=PATH    until PATH exists (the test has acted)
 
 or until this rank has seen the launcher announce a change of hosts (that commit then
-stops the job), at most HOLD_LIMIT_SECONDS: then training goes on, and the test fails
+stops the job), or until lockstep stopped (under ULFM a peer's death leaves this rank
+running, and only its next collective reports it), at most HOLD_LIMIT_SECONDS: then training goes on, and the test fails
 on what it finds instead of hanging. Without LOCKSTEP_TEST_HOLD_AT, nothing waits.
 hold() says whether it held, for a script that then does what the test needs in the
 middle of a collective (LOCKSTEP_TEST_LARGE_AFTER_HOLD in elastic_torch_train.py).
@@ -34,12 +35,17 @@ def hold(commits, rank):
     generation = int(os.environ.get("LOCKSTEP_ELASTIC_GENERATION", "0"))
     if generation >= int(os.environ.get("LOCKSTEP_TEST_HOLD_GENERATIONS", "1")):
         return False
+    from lockstep.common import basics
     from lockstep.common.elastic import notification
 
     release = os.environ.get("LOCKSTEP_TEST_RELEASE_FILE")
 
     def released():
-        return bool(release and os.path.exists(release)) or notification.peek_pending()
+        return (
+            bool(release and os.path.exists(release))
+            or notification.peek_pending()
+            or not basics.is_initialized()
+        )
 
     if released():
         return True
