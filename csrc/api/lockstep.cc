@@ -137,6 +137,28 @@ void Shutdown() {
   if (engine) HostBufferPool::Process().Release();
 }
 
+bool CanRecoverInProcess() { return MpiWorldCanShrink(); }
+
+bool EveryProcessAlive() { return RunningEngine()->EveryProcessAlive(); }
+
+void RecoverWithSurvivors() {
+  ProcessState& state = State();
+  RequireOwnerProcess(state);
+  {
+    std::lock_guard<std::mutex> init_lock(state.init_mutex);
+    std::shared_ptr<Engine> stale;
+    {
+      std::lock_guard<std::mutex> lock(state.mutex);
+      stale.swap(state.engine);
+    }
+    // Joins its background thread. One still running (it had not met the loss yet)
+    // stops at its shutdown exchange, which fails on the lost peers.
+    stale.reset();
+    ShrinkMpiWorld();
+  }
+  Init();
+}
+
 bool IsInitialized() {
   ProcessState& state = State();
   if (InForkedChild(state)) return false;

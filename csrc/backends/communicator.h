@@ -78,6 +78,10 @@ struct World {
   // Some ranks stopped answering: the process must end without the transport's
   // collective shutdown, which would wait for them forever.
   std::function<void()> mark_peers_lost = [] {};
+  // Collective: true on every rank if no process of the job has failed, false on every
+  // survivor if one has (see EveryProcessAlive in lockstep.h); throws PeerTimeout when
+  // a rank has not taken part within the timeout (seconds, 0: none).
+  std::function<bool(double)> every_process_alive = [](double) { return true; };
 };
 
 }  // namespace lockstep

@@ -203,6 +203,9 @@ PYBIND11_MODULE(_core, m) {
   m.def("init", &Init, py::call_guard<py::gil_scoped_release>());
   m.def("shutdown", &Shutdown, py::call_guard<py::gil_scoped_release>());
   m.def("is_initialized", &IsInitialized);
+  m.def("can_recover_in_process", &CanRecoverInProcess);
+  m.def("every_process_alive", &EveryProcessAlive, py::call_guard<py::gil_scoped_release>());
+  m.def("recover_with_survivors", &RecoverWithSurvivors, py::call_guard<py::gil_scoped_release>());
   m.def("not_running_reason", &NotRunningReason);
   m.def("rank", [] { return Topo().rank; });
   m.def("size", [] { return Topo().size; });

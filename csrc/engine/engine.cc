@@ -430,6 +430,19 @@ void Engine::Complete(ProcessSet& set, const std::string& name, Status status, O
   handles_.Complete(handle, std::move(status), std::move(result));
 }
 
+bool Engine::EveryProcessAlive() const {
+  // Twice the peer timeout: a rank that froze or was cut off is named by this engine's
+  // own watch for silent peers first, and that names the rank, where the agreement
+  // only knows that somebody is missing.
+  const double timeout = 2 * config_.peer_timeout_seconds;
+  try {
+    return world_.every_process_alive(timeout);
+  } catch (const Error&) {
+    if (!running()) throw Error(stop_reason(), Status::Code::kAborted);
+    throw;
+  }
+}
+
 std::string Engine::stop_reason() const {
   std::lock_guard<std::mutex> lock(stop_mutex_);
   return stop_reason_;

@@ -42,6 +42,8 @@ class Engine {
   const std::vector<std::string>& hostnames() const { return world_.hostnames; }
   bool threads_supported() const { return world_.threads_supported; }
   bool running() const { return running_.load(); }
+  // Collective; see lockstep::EveryProcessAlive.
+  bool EveryProcessAlive() const;
   std::string stop_reason() const;
   Timeline& timeline() { return timeline_; }
   EngineStats stats() const;

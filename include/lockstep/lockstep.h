@@ -131,6 +131,25 @@ void Init();
 // background threads stop too, failing their pending ops.
 void Shutdown();
 bool IsInitialized();
+
+// Going on without lost processes (elastic training on an MPI with ULFM, started with
+// `mpirun --with-ft ulfm` as lockstep-run's elastic jobs are). Whether a lost process
+// leaves the others running, so that they can go on without it.
+bool CanRecoverInProcess();
+// Collective over every rank: true on every rank if no process of the job has failed,
+// false on every survivor if one has (even one that fails during the call). An elastic
+// commit asks before it saves a step: under ULFM a collective that overlaps a failure
+// can return success with a wrong result on some ranks. True where processes cannot
+// fail alone (the MPI then ends the job). Also asked on an engine that lost peers.
+// Throws Error (kAborted) when a rank has not taken part within the peer timeout, and
+// before Init().
+bool EveryProcessAlive();
+// Collective over the survivors once a lost process stopped lockstep (or
+// EveryProcessAlive() said so): lockstep starts again over them, ranks renumbered in
+// their old order; process sets other than the global one are gone. Throws Error
+// where CanRecoverInProcess() is false.
+void RecoverWithSurvivors();
+
 // Why lockstep cannot run ops right now (never initialized, shut down here, or
 // stopped because another rank shut down); empty while it is running.
 std::string NotRunningReason();

@@ -12,6 +12,10 @@ REPORT_PREFIX = "[lockstep-elastic]"
 JOB_ID_VARIABLE = "LOCKSTEP_ELASTIC_JOB_ID"
 GENERATION_VARIABLE = "LOCKSTEP_ELASTIC_GENERATION"
 COMMIT_DIR_VARIABLE = "LOCKSTEP_ELASTIC_COMMIT_DIR"
+MIN_NP_VARIABLE = "LOCKSTEP_ELASTIC_MIN_NP"
+# What rank 0 reports after the survivors of a lost process went on in process
+# (ULFM): "recovered in process: 4 ranks on node1:2,node2:2 in ...".
+RECOVERED_REPORT = "recovered in process: "
 # The job's hosts as the host list or discovery script named them, comma-separated in
 # the order mpirun fills them: init() sets HOROVOD_HOSTNAME from it.
 HOST_NAMES_VARIABLE = "LOCKSTEP_HOST_NAMES"

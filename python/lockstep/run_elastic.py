@@ -85,6 +85,7 @@ class JobWatcher:
         # Under ULFM a rank that ends the job with MPI_Abort (its collective watchdog)
         # is reported failed by MPI on the others: that is no verdict on its host.
         self.aborting_ranks, self.reported_failed = set(), []
+        self.recoveries = []  # [(host, slots)] after each recovery in process, in order
         self.first_exit_report = None
         self._threads = [
             threading.Thread(target=self._read, args=(stream, echo), daemon=True)
@@ -119,6 +120,11 @@ class JobWatcher:
         ready = re.search(r"ready rank (\d+)", report)
         if ready:
             self.ready.add(int(ready.group(1)))
+        if protocol.RECOVERED_REPORT in report:
+            survivors = report.split(protocol.RECOVERED_REPORT, 1)[1].split(" ranks on ", 1)[-1].split()[0]
+            self.recoveries.append(
+                [(host, int(slots)) for host, _, slots in (entry.rpartition(":") for entry in survivors.split(","))]
+            )
         if "training finished" in report:
             self.outcome.finished = True
         if f"({protocol.EXIT_HOSTS_UPDATED})" in report:
@@ -217,24 +223,39 @@ class Supervisor:
                     f"carried over (previous: {_describe(previous)}; now: {_describe(assignment)})"
                 )
             outcome = self.run_generation(assignment, generation)
-            if outcome.returncode == 0 and not (outcome.hosts_updated or outcome.peer_lost):
+            if outcome.returncode == 0 and (outcome.finished or not (outcome.hosts_updated or outcome.peer_lost)):
                 return 0
             if not (outcome.hosts_updated or outcome.peer_lost):
                 raise ElasticError(
                     f"the training script failed (mpirun exit status {outcome.returncode}) "
                     "without a lost host or a change of hosts; see its output above"
                 )
-            for host in sorted(outcome.blamed):
-                delay = self.hosts.blacklist.add(host)
-                self.log(f"blacklisting {host}" + ("" if delay == float("inf") else f" for {delay:.0f} s"))
-            if self.args.reset_limit is not None and self.resets >= self.args.reset_limit:
-                reason = "a lost host" if outcome.peer_lost else "a change of hosts"
-                raise ElasticError(
-                    f"the job has been reset {self.resets} times and needs another reset after "
-                    f"{reason}, exceeding --reset-limit {self.args.reset_limit}"
-                )
-            self.resets += 1
+            self.blacklist(outcome.blamed)
+            self.count_reset("a lost host" if outcome.peer_lost else "a change of hosts")
             previous, generation = assignment, generation + 1
+
+    def recovered(self, assignment, survivors):
+        """The job went on in process on `survivors` ([(host, ranks)]): the hosts that
+        lost ranks are blacklisted, as after a restart, and it counts as a reset. The
+        job's assignment from now on is the survivors'."""
+        left = dict(survivors)
+        self.blacklist({host for host, slots in assignment if left.get(host, 0) < slots})
+        self.count_reset("a lost host")
+        return survivors, sum(slots for _, slots in survivors)
+
+    def blacklist(self, hosts):
+        for host in sorted(hosts):
+            delay = self.hosts.blacklist.add(host)
+            self.log(f"blacklisting {host}" + ("" if delay == float("inf") else f" for {delay:.0f} s"))
+
+    def count_reset(self, reason):
+        """Another reset (a new job, or a recovery in process), within --reset-limit."""
+        if self.args.reset_limit is not None and self.resets >= self.args.reset_limit:
+            raise ElasticError(
+                f"the job has been reset {self.resets} times and needs another reset after "
+                f"{reason}, exceeding --reset-limit {self.args.reset_limit}"
+            )
+        self.resets += 1
 
     def wait_for_slots(self, needed):
         """The next job's hosts, once at least `needed` slots are usable."""
@@ -259,6 +280,7 @@ class Supervisor:
         env = dict(self.env)
         env[protocol.JOB_ID_VARIABLE] = self.job_id
         env[protocol.GENERATION_VARIABLE] = str(generation)
+        env[protocol.MIN_NP_VARIABLE] = str(self.min_np)
         env["HOROVOD_ELASTIC"] = "1"  # Horovod's elastic workers see it
         command, env = self.build_command(assignment, num_proc, env)
         self.log(f"generation {generation}: {num_proc} ranks on {_describe(assignment)}")
@@ -270,12 +292,15 @@ class Supervisor:
         return job.finish()
 
     def watch(self, job, assignment, num_proc):
-        notified = None
+        notified, recoveries = None, 0
         while job.process.poll() is None:
             time.sleep(POLL_SECONDS)
             if job.first_exit_report is not None and time.monotonic() - job.first_exit_report > END_GRACE_SECONDS:
                 self.log("mpirun did not end after its ranks left; stopping it")
                 return
+            while recoveries < len(job.recoveries):  # the survivors went on in process
+                assignment, num_proc = self.recovered(assignment, job.recoveries[recoveries])
+                recoveries += 1
             try:
                 self.hosts.refresh()
             except run_discovery.DiscoveryError as error:
@@ -284,7 +309,7 @@ class Supervisor:
             wanted = run_discovery.assign(self.hosts.available(), self.max_np)
             if sum(s for _, s in wanted) < self.min_np:
                 wanted = []
-            if wanted == assignment or wanted == notified or len(job.ready) < num_proc:
+            if dict(wanted) == dict(assignment) or wanted == notified or len(job.ready) < num_proc:
                 continue
             current = dict(assignment)
             removed = any(dict(wanted).get(host, 0) < slots for host, slots in current.items())

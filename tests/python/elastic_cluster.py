@@ -20,6 +20,21 @@ KERAS_SCRIPT = pretend_cluster.mpi_harness.SCRIPTS_DIR / "elastic_keras_train.py
 PEER_TIMEOUT = 4
 
 
+def recovers_in_process():
+    """Whether the build's MPI has ULFM: lockstep-run's elastic jobs then keep the
+    survivors of a lost process running, and they go on in process."""
+    info = pretend_cluster.mpi_harness.mpi_info()
+    return bool(info and info["built_with_ulfm"] and info["library_has_ulfm"])
+
+
+def assert_recovered(output, size):
+    """The survivors went on in process where the MPI allows it, else in a new job."""
+    if recovers_in_process():
+        assert f"recovered in process: {size} ranks" in output and "generation 1" not in output, output
+    else:
+        assert f"generation 1: {size} ranks" in output, output
+
+
 def hold(at, generations=1):
     """The environment that holds the job's ranks before each commit once `at` commits
     are made, in its first `generations` jobs, until ElasticRun.release() or a change of

@@ -1,7 +1,7 @@
 """Elastic Keras 3 (TensorFlow backend) on the pretend cluster, 3 ranks (one per
 host): model.fit with the elastic callbacks, and a custom loop with
 DistributedGradientTape and TensorFlowKerasState. A host's rank is SIGKILLed; the
-job resumes on the other two from the last commit and ends with the weights of an
+other two go on from the last commit (in process under ULFM, else in a new job) and ends with the weights of an
 uninterrupted run with the same membership history, computed in one process with the
 ranks simulated (float32, so to 1e-5). The first job's ranks wait once a commit is made
 (elastic_cluster.hold), so it is still training when the host goes."""
@@ -11,7 +11,7 @@ import sys
 import elastic_cluster
 import numpy as np
 import pytest
-from elastic_cluster import KERAS_SCRIPT, ElasticRun, history, hold, kill_ranks, result
+from elastic_cluster import KERAS_SCRIPT, ElasticRun, assert_recovered, history, hold, kill_ranks, result
 
 
 @pytest.mark.parametrize("mode", ["fit", "loop"])
@@ -31,6 +31,7 @@ def test_keras_job_loses_a_host_and_resumes_from_the_last_commit(cluster, tmp_pa
     finally:
         run.stop()
     assert code == 0, output
+    assert_recovered(output, 2)
     membership = history(output)
     assert [size for size, _ in membership] == [3, 2] and membership[1][1] >= 1, output
     want = elastic_cluster.reference(membership, (str(KERAS_SCRIPT), mode))

@@ -190,6 +190,38 @@ def test_mpi_reported_failures_blame_their_hosts_unless_the_rank_aborted_itself(
         assert outcome.peer_lost and outcome.blamed == blamed, lines
 
 
+def test_recoveries_in_process_blacklist_the_lost_hosts_and_count_as_resets():
+    """Under ULFM the survivors go on in the same job and rank 0 reports their hosts:
+    the hosts that lost ranks are blacklisted, the job's hosts shrink (so discovery's
+    unchanged list stops no job), and each recovery counts against --reset-limit."""
+    import argparse
+
+    from lockstep import run_elastic
+
+    report = "[lockstep-elastic] recovered in process: 3 ranks on node1:2,node3:1 in 0.02 s, back at commit 2"
+    watcher = run_elastic.JobWatcher(["sh", "-c", f"echo '{report}'"], None)
+    watcher.finish()
+    assert watcher.recoveries == [[("node1", 2), ("node3", 1)]]
+
+    args = argparse.Namespace(
+        blacklist_cooldown_range=None,
+        host_discovery_script="true",
+        min_np=2,
+        num_proc=None,
+        max_np=None,
+        elastic_timeout=10,
+        reset_limit=1,
+    )
+    logged = []
+    supervisor = run_elastic.Supervisor(args, {}, None, log=logged.append)
+    assignment = [("node1", 2), ("node2", 2), ("node3", 1)]
+    assignment, num_proc = supervisor.recovered(assignment, watcher.recoveries[0])
+    assert (assignment, num_proc) == ([("node1", 2), ("node3", 1)], 3)
+    assert logged == ["blacklisting node2"] and supervisor.hosts.blacklist.hosts() == ["node2"]
+    with pytest.raises(run_elastic.ElasticError, match="reset 1 times .* exceeding --reset-limit 1"):
+        supervisor.recovered(assignment, [("node1", 2)])
+
+
 def test_reports_of_two_ranks_on_one_line_both_count():
     """mpirun forwards output in pieces: a rank's report can land mid-line after
     another's (seen in a clean-clone CI run, where the job then never grew)."""

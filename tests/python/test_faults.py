@@ -77,6 +77,31 @@ def test_rank_lost_under_ulfm_ends_every_survivor_and_is_named(kind):
     assert named, f"no survivor named rank 1\n{run.describe()}"
 
 
+@pytest.mark.parametrize("kind", ["allreduce", "allgather", "broadcast"])
+def test_survivors_of_two_lost_ranks_go_on_in_process_under_ulfm(kind):
+    """Elastic training's in-process recovery at the core: 4 ranks, one killed amid
+    collectives (allreduce goes through the shared-memory window, whose wait must
+    notice the dead peer), then another killed right before an agreement. Each time
+    every survivor's agreement says a process failed, and they go on with fewer ranks
+    and right results (tests/python/scripts/ulfm_recovery.py)."""
+    info = mpi_info()
+    if not (info["built_with_ulfm"] and info["library_has_ulfm"]):
+        pytest.skip(f"{info['built_version']} has no ULFM")
+    run = run_ranks(
+        "ulfm_recovery.py", 4, timeout=JOB_LIMIT_SECONDS + 30, args=[kind], mpirun_args=["--with-ft", "ulfm"]
+    )
+    assert not run.timed_out, f"the job hung\n{run.describe()}"
+    assert run.elapsed < JOB_LIMIT_SECONDS, run.describe()
+    assert "UNEXPECTED" not in run.stdout, run.describe()
+    for start_rank, sizes in ((0, (3, 2)), (2, (3,)), (3, (3, 2))):
+        for size in sizes:
+            assert re.search(rf"^rank {start_rank}: recovered to \d/{size}$", run.stdout, re.MULTILINE), (
+                f"rank {start_rank} did not recover to {size} ranks\n{run.describe()}"
+            )
+    done = sorted(re.findall(r"^rank (\d): done$", run.stdout, re.MULTILINE))
+    assert done == ["0", "3"], run.describe()
+
+
 def test_rank_killed_mid_allreduce_at_two_ranks():
     run = run_ranks("faults.py", 2, timeout=JOB_LIMIT_SECONDS + 30, args=["kill", "allreduce"])
     assert_ended_with_error(run, 2, r"exited on signal 9 \(Killed\)")

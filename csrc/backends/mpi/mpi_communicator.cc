@@ -56,7 +56,8 @@ std::unique_ptr<Backend> MpiCommunicator::NewHostBackend(const HostBackendOption
   return std::make_unique<MpiBackend>(
       comm_, *types_, options.shm_bytes, options.shm_min_ranks, options.hierarchical,
       context_ && context_->ranks_outnumber_cores(), clock,
-      context_ ? HostnamesOf(comm_, context_->hostnames()) : std::vector<std::string>{});
+      context_ ? HostnamesOf(comm_, context_->comm(), context_->hostnames())
+               : std::vector<std::string>{});
 }
 
 std::unique_ptr<SilenceFinder> MpiCommunicator::NewSilenceFinder() {
@@ -84,7 +85,10 @@ World StartMpiWorld() {
   world.any_thread_may_call = context->any_thread_may_call();
   world.ranks_outnumber_cores = context->ranks_outnumber_cores();
   world.mark_peers_lost = [] { MarkPeersLost(); };
-  // The context owns the duplicate of MPI_COMM_WORLD and frees it when the last
+  world.every_process_alive = [context](double timeout_seconds) {
+    return context->EveryProcessAlive(timeout_seconds);
+  };
+  // The context owns the duplicate of the job's world and frees it when the last
   // communicator holding it goes.
   world.communicator = std::make_shared<MpiCommunicator>(
       context->comm(), /*owned=*/false, std::make_shared<const MpiTypes>(), context);

@@ -5,10 +5,13 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <string>
 
 #include "backends/mpi/launch_check.h"
 #include "backends/mpi/mpi_world.h"
+#include "backends/mpi/process_failures.h"
+#include "negotiation/exchange.h"
 
 namespace lockstep {
 namespace {
@@ -18,6 +21,9 @@ const char* Getenv(const char* name) { return std::getenv(name); }
 bool g_lockstep_initialized_mpi = false;  // MPI itself is process-wide state.
 pid_t g_mpi_owner_pid = 0;                // a forked child must not finalize its parent's MPI
 std::atomic<bool> g_peers_lost{false};
+// The survivors' communicator once processes were lost (ULFM), else MPI_COMM_NULL.
+// Changed only by ShrinkMpiWorld, while no engine is running.
+MPI_Comm g_survivors = MPI_COMM_NULL;
 
 void InitializeMpi(int* thread_level) {
   int already = 0;
@@ -55,11 +61,20 @@ void InitializeMpi(int* thread_level) {
 
 MpiContext::MpiContext() {
   InitializeMpi(&thread_level_);
-  MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+  if (MPI_Comm_dup(WorldBase(), &comm_) != MPI_SUCCESS) {
+    throw Error("MPI_Comm_dup of the job's world failed (was a process lost meanwhile?)");
+  }
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  if (SurvivesProcessFailures()) {
+    MPI_Comm_dup(comm_, &agreement_comm_);
+    MPI_Comm_set_errhandler(agreement_comm_, MPI_ERRORS_RETURN);
+  }
   MPI_Comm_rank(comm_, &topology_.rank);
   MPI_Comm_size(comm_, &topology_.size);
-  const std::string mismatch = WorldSizeMismatch(Getenv, topology_.size, QueryMpiInfo());
+  // The launcher's size is the world's at start, not the survivors' after a loss.
+  const std::string mismatch = g_survivors != MPI_COMM_NULL
+                                   ? std::string()
+                                   : WorldSizeMismatch(Getenv, topology_.size, QueryMpiInfo());
   if (!mismatch.empty()) {
     MPI_Comm_free(&comm_);
     throw Error(mismatch);
@@ -95,7 +110,26 @@ void MpiContext::GatherHostnames() {
 MpiContext::~MpiContext() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  if (finalized) return;
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  if (agreement_comm_ != MPI_COMM_NULL) MPI_Comm_free(&agreement_comm_);
+}
+
+bool MpiContext::EveryProcessAlive(double timeout_seconds) const {
+  if (agreement_comm_ == MPI_COMM_NULL) return true;
+  switch (AgreeEveryProcessAlive(agreement_comm_, timeout_seconds)) {
+    case Agreement::kAllAlive:
+      return true;
+    case Agreement::kProcessFailed:
+      return false;
+    case Agreement::kTimedOut:
+      break;
+  }
+  std::ostringstream message;
+  message << "lockstep stopped: some rank did not take part in the elastic agreement within "
+          << timeout_seconds
+          << " s (LOCKSTEP_PEER_TIMEOUT_SECONDS): frozen, overloaded or cut off from the network";
+  throw PeerTimeout(message.str());
 }
 
 void FinalizeMpiAtExitIfOwned() {
@@ -106,5 +140,31 @@ void FinalizeMpiAtExitIfOwned() {
 }
 
 void MarkPeersLost() { g_peers_lost = true; }
+
+MPI_Comm WorldBase() { return g_survivors == MPI_COMM_NULL ? MPI_COMM_WORLD : g_survivors; }
+
+bool MpiWorldCanShrink() { return SurvivesProcessFailures(); }
+
+void ShrinkMpiWorld() {
+  if (!SurvivesProcessFailures()) {
+    throw Error(
+        "lockstep cannot go on without the lost processes: that needs an MPI with ULFM "
+        "(Open MPI 5, which lockstep installs) and a job started with `mpirun --with-ft ulfm` "
+        "(lockstep-run does so for elastic jobs)");
+  }
+  MPI_Comm base = WorldBase();
+  MPI_Comm_set_errhandler(base, MPI_ERRORS_RETURN);
+  MPI_Comm survivors = MPI_COMM_NULL;
+  const int rc = ShrinkToSurvivors(base, &survivors);
+  if (rc != MPI_SUCCESS || survivors == MPI_COMM_NULL) {
+    throw Error("MPIX_Comm_shrink failed (error " + std::to_string(rc) +
+                "): the survivors of a lost process could not form a new job");
+  }
+  MPI_Comm_set_errhandler(survivors, MPI_ERRORS_RETURN);
+  if (g_survivors != MPI_COMM_NULL) MPI_Comm_free(&g_survivors);
+  g_survivors = survivors;
+  // MPI_Finalize stays skipped (g_peers_lost): with failed processes in MPI_COMM_WORLD it
+  // waited for them forever (Open MPI 5.0.11, processes lost on another host).
+}
 
 }  // namespace lockstep

@@ -14,8 +14,9 @@ namespace lockstep {
 
 class MpiContext {
  public:
-  // Initializes MPI if needed and duplicates MPI_COMM_WORLD, so lockstep's traffic
-  // never matches messages of the user's own MPI code.
+  // Initializes MPI if needed and duplicates the job's world (MPI_COMM_WORLD, or its
+  // survivors after ShrinkWorldToSurvivors), so lockstep's traffic never matches
+  // messages of the user's own MPI code.
   MpiContext();
   ~MpiContext();
   MpiContext(const MpiContext&) = delete;
@@ -28,6 +29,11 @@ class MpiContext {
   bool any_thread_may_call() const { return thread_level_ >= MPI_THREAD_SERIALIZED; }
   // Every rank's host name, by rank, for messages that name ranks.
   const std::vector<std::string>& hostnames() const { return hostnames_; }
+  // Collective: whether every process of the world is alive, the same answer on every
+  // survivor (ULFM's agreement, over a communicator of its own so that it never
+  // interleaves with the background thread's calls). True without fault tolerance.
+  // Throws PeerTimeout when some rank has not taken part within `timeout_seconds`.
+  bool EveryProcessAlive(double timeout_seconds) const;
   // This host runs more of the job's ranks than it has cores: waits must yield.
   bool ranks_outnumber_cores() const {
     const unsigned cores = std::thread::hardware_concurrency();  // 0: unknown
@@ -38,6 +44,7 @@ class MpiContext {
   void GatherHostnames();
 
   MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Comm agreement_comm_ = MPI_COMM_NULL;  // only where processes can fail alone
   Topology topology_;
   int thread_level_ = MPI_THREAD_SINGLE;
   std::vector<std::string> hostnames_;
@@ -50,5 +57,9 @@ void FinalizeMpiAtExitIfOwned();
 // Some ranks stopped responding: MPI_Finalize would wait for them forever, so the
 // process ends without it (Open MPI's launcher then ends the whole job).
 void MarkPeersLost();
+
+// The communicator lockstep's world is made from: MPI_COMM_WORLD, until processes
+// were lost and the survivors shrank it.
+MPI_Comm WorldBase();
 
 }  // namespace lockstep

@@ -260,6 +260,7 @@ Exchange::Bytes MpiExchange::BroadcastFromRoot(Bytes bytes) {
 bool MpiExchange::Test(MPI_Request* requests, int count) {
   int done = 0;
   MPI_Status statuses[2];
+  for (MPI_Status& status : statuses) status.MPI_ERROR = MPI_SUCCESS;  // some are left unset
   int rc = MPI_Testall(count, requests, &done, count <= 2 ? statuses : MPI_STATUSES_IGNORE);
   if (rc == MPI_ERR_IN_STATUS && count <= 2) {  // the request's own error says why
     for (int i = 0; i < count; ++i) {
@@ -350,14 +351,8 @@ void MpiExchange::CheckPeers(Clock::time_point* deadline) {
 void MpiExchange::Check(int rc, const char* what) {
   if (rc == MPI_SUCCESS) return;
   const std::string lost = DescribeLostProcesses(rc, comm_, options_.hostnames);
-  if (lost.empty()) {
-    char text[MPI_MAX_ERROR_STRING];
-    int length = 0, error_class = 0;
-    MPI_Error_string(rc, text, &length);
-    MPI_Error_class(rc, &error_class);
-    throw Error(std::string("negotiation failed in ") + what + ": " + std::string(text, length) +
-                " (class " + std::to_string(error_class) + ")");
-  }
+  if (lost.empty())
+    throw Error(std::string("negotiation failed in ") + what + ": " + ErrorText(rc));
   abandoned_ = true;  // ULFM: the revoked communicator's collectives never complete
   throw PeerTimeout(lost);
 }

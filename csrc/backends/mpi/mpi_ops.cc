@@ -4,6 +4,7 @@
 #include <climits>
 #include <string>
 
+#include "backends/mpi/mpi_context.h"
 #include "backends/mpi/process_failures.h"
 #include "lockstep/lockstep.h"
 #include "negotiation/exchange.h"
@@ -80,11 +81,12 @@ MpiBackend::MpiBackend(MPI_Comm comm, const MpiTypes& types, int64_t shm_bytes, 
       adasum_(comm) {
   MPI_Comm_size(comm_, &size_);
   int world_size = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  MPI_Comm_size(WorldBase(), &world_size);
   every_rank_ = size_ == world_size;
   if (shm_min_ranks > 0 && size_ >= shm_min_ranks && shm_bytes > 0) {
     auto shm =
-        std::make_unique<ShmAllreduce>(comm_, std::min(shm_bytes, kShmMaxBytes), cores_shared);
+        std::make_unique<ShmAllreduce>(comm_, std::min(shm_bytes, kShmMaxBytes), cores_shared,
+                                       [this] { return DescribeKnownFailure(comm_, hostnames_); });
     if (shm->Usable()) shm_ = std::move(shm);
   }
   if (hierarchical && !shm_) {  // collective: every rank asks, or none does
@@ -98,10 +100,7 @@ void MpiBackend::Check(int rc, const char* what) const {
   if (rc == MPI_SUCCESS) return;
   const std::string lost = DescribeLostProcesses(rc, comm_, hostnames_);
   if (!lost.empty()) throw PeerTimeout(std::string(what) + ": " + lost);
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(rc, text, &length);
-  throw Error(std::string(what) + " failed: " + std::string(text, length));
+  throw Error(std::string(what) + " failed: " + ErrorText(rc));
 }
 
 void MpiBackend::Allreduce(const void* input, void* output, int64_t count, DataType dtype,

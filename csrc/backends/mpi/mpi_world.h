@@ -9,8 +9,16 @@
 namespace lockstep {
 
 // Initializes MPI (or adopts the program's) and returns the job's world over a private
-// duplicate of MPI_COMM_WORLD. Throws Error.
+// duplicate of MPI_COMM_WORLD (of its survivors after ShrinkMpiWorld). Throws Error.
 World StartMpiWorld();
+
+// Whether the job survives the loss of a process (ULFM on; see process_failures.h).
+bool MpiWorldCanShrink();
+
+// Collective over the surviving processes of the world, while no engine runs: the next
+// StartMpiWorld() starts over the survivors only (ranks renumbered in their order).
+// Throws Error where the MPI cannot (no ULFM, or a job started without it).
+void ShrinkMpiWorld();
 
 // GetMpiInfo(): what the build was compiled against and what this process loaded.
 MpiInfo QueryMpiInfo();

@@ -33,6 +33,17 @@ std::vector<int> RanksIn(MPI_Group group, MPI_Comm comm) {
   return ranks;
 }
 
+// Whether MPI knows `code` as an error code: MPI_Error_class and MPI_Error_string end
+// the job on one it does not (MPI_ERRORS_ARE_FATAL), and Open MPI 5's collectives
+// return internal codes such as -1 around a process failure.
+bool IsErrorCode(int code) {
+  int* last_code = nullptr;
+  int found = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_LASTUSEDCODE, &last_code, &found);
+  const int last = found && last_code != nullptr ? *last_code : MPI_ERR_LASTCODE;
+  return code > MPI_SUCCESS && code <= std::max(last, static_cast<int>(MPI_ERR_LASTCODE));
+}
+
 #if defined(OMPI_HAVE_MPI_EXT_FTMPI) && OMPI_HAVE_MPI_EXT_FTMPI
 
 std::vector<int> KnownFailed(MPI_Comm comm);
@@ -42,9 +53,9 @@ std::vector<int> KnownFailed(MPI_Comm comm);
 // collective's schedule as MPI_ERR_OTHER or MPI_ERR_IN_STATUS.
 bool IsProcessFailure(int mpi_error, MPI_Comm comm) {
   int error_class = MPI_SUCCESS;
-  if (MPI_Error_class(mpi_error, &error_class) != MPI_SUCCESS) return false;
-  if (error_class == MPIX_ERR_PROC_FAILED || error_class == MPIX_ERR_PROC_FAILED_PENDING ||
-      error_class == MPIX_ERR_REVOKED) {
+  if (IsErrorCode(mpi_error) && MPI_Error_class(mpi_error, &error_class) == MPI_SUCCESS &&
+      (error_class == MPIX_ERR_PROC_FAILED || error_class == MPIX_ERR_PROC_FAILED_PENDING ||
+       error_class == MPIX_ERR_REVOKED)) {
     return true;
   }
   int revoked = 0;
@@ -62,15 +73,94 @@ std::vector<int> KnownFailed(MPI_Comm comm) {
 
 void Revoke(MPI_Comm comm) { MPIX_Comm_revoke(comm); }
 
+bool IsRevoked(MPI_Comm comm) {
+  int revoked = 0;
+  MPIX_Comm_is_revoked(comm, &revoked);
+  return revoked != 0;
+}
+
+// Open MPI answers MPI_FT on MPI_COMM_WORLD: whether the job runs with fault
+// tolerance on (`mpirun --with-ft ulfm`); without it a lost process ends the job.
+bool FaultToleranceOn() {
+  void* value = nullptr;
+  int found = 0;
+  if (MPI_Comm_get_attr(MPI_COMM_WORLD, MPIX_FT, &value, &found) != MPI_SUCCESS || !found) {
+    return false;
+  }
+  return value != nullptr && *static_cast<int*>(value) != 0;
+}
+
+int Shrink(MPI_Comm comm, MPI_Comm* survivors) { return MPIX_Comm_shrink(comm, survivors); }
+
+int StartAgreement(MPI_Comm comm, int* flag, MPI_Request* request) {
+  return MPIX_Comm_iagree(comm, flag, request);
+}
+
 #else  // an MPI without ULFM ends the job itself on a lost process
 
 bool IsProcessFailure(int, MPI_Comm) { return false; }
 std::vector<int> KnownFailed(MPI_Comm) { return {}; }
 void Revoke(MPI_Comm) {}
+bool IsRevoked(MPI_Comm) { return false; }
+bool FaultToleranceOn() { return false; }
+int Shrink(MPI_Comm, MPI_Comm*) { return MPI_ERR_UNSUPPORTED_OPERATION; }
+int StartAgreement(MPI_Comm, int*, MPI_Request*) { return MPI_ERR_UNSUPPORTED_OPERATION; }
 
 #endif
 
 }  // namespace
+
+std::string DescribeKnownFailure(MPI_Comm comm, const std::vector<std::string>& hostnames) {
+  if (comm == MPI_COMM_NULL || !SurvivesProcessFailures()) return "";
+  const std::vector<int> failed = KnownFailed(comm);
+  if (failed.empty() && !IsRevoked(comm)) return "";
+  Revoke(comm);  // as after an MPI error: every survivor's calls on it fail now
+  if (failed.empty())
+    return "a process of the job was lost (another rank revoked the communicator)";
+  return DescribeRanksOnHosts(failed, hostnames) + (failed.size() == 1 ? " was" : " were") +
+         " lost (MPI reports the process failed)";
+}
+
+std::string ErrorText(int mpi_error) {
+  if (!IsErrorCode(mpi_error)) return "error code " + std::to_string(mpi_error);
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0, error_class = 0;
+  MPI_Error_string(mpi_error, text, &length);
+  MPI_Error_class(mpi_error, &error_class);
+  return std::string(text, length) + " (class " + std::to_string(error_class) + ")";
+}
+
+bool SurvivesProcessFailures() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  return initialized && FaultToleranceOn();
+}
+
+int ShrinkToSurvivors(MPI_Comm comm, MPI_Comm* survivors) {
+  *survivors = MPI_COMM_NULL;
+  return Shrink(comm, survivors);
+}
+
+Agreement AgreeEveryProcessAlive(MPI_Comm comm, double timeout_seconds) {
+  int flag = 1;
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (StartAgreement(comm, &flag, &request) != MPI_SUCCESS) return Agreement::kProcessFailed;
+  // Polled, not blocking: a frozen rank would otherwise hold every other one here.
+  const auto give_up = std::chrono::steady_clock::now() +
+                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(timeout_seconds));
+  int done = 0;
+  int rc = MPI_SUCCESS;
+  while (true) {
+    rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS || done) break;
+    if (timeout_seconds > 0 && std::chrono::steady_clock::now() >= give_up) {
+      return Agreement::kTimedOut;  // the request stays pending; the communicator is done for
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return rc == MPI_SUCCESS && flag == 1 ? Agreement::kAllAlive : Agreement::kProcessFailed;
+}
 
 std::vector<int> LostProcesses(int mpi_error, MPI_Comm comm, double wait_seconds) {
   if (comm == MPI_COMM_NULL || !IsProcessFailure(mpi_error, comm)) return {};
@@ -90,17 +180,18 @@ std::vector<int> LostProcesses(int mpi_error, MPI_Comm comm, double wait_seconds
 
 std::string DescribeLostProcesses(int mpi_error, MPI_Comm comm,
                                   const std::vector<std::string>& hostnames) {
+  if (comm == MPI_COMM_NULL || !IsProcessFailure(mpi_error, comm)) return "";
   const std::vector<int> lost = LostProcesses(mpi_error, comm);
-  if (lost.empty()) return "";
+  if (lost.empty()) return "a process of the job was lost (another rank revoked the communicator)";
   return DescribeRanksOnHosts(lost, hostnames) + (lost.size() == 1 ? " was" : " were") +
          " lost (MPI reports the process failed)";
 }
 
-std::vector<std::string> HostnamesOf(MPI_Comm comm,
+std::vector<std::string> HostnamesOf(MPI_Comm comm, MPI_Comm world_comm,
                                      const std::vector<std::string>& world_hostnames) {
   MPI_Group comm_group = MPI_GROUP_NULL, world_group = MPI_GROUP_NULL;
   MPI_Comm_group(comm, &comm_group);
-  MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+  MPI_Comm_group(world_comm, &world_group);
   int size = 0;
   MPI_Group_size(comm_group, &size);
   std::vector<int> mine(size), world(size, MPI_UNDEFINED);

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "lockstep/lockstep.h"
+#include "negotiation/exchange.h"
 #include "reduction/reduce_kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -37,11 +38,14 @@ void CpuRelax() {
 constexpr auto kSpinFor = std::chrono::microseconds(50);
 constexpr auto kFirstPause = std::chrono::microseconds(5);
 constexpr auto kLongestPause = std::chrono::microseconds(200);
+// How often a sleeping wait asks whether MPI knows of a failed peer (ULFM).
+constexpr auto kFailureCheckEvery = std::chrono::milliseconds(20);
 
 }  // namespace
 
-ShmAllreduce::ShmAllreduce(MPI_Comm comm, int64_t max_bytes, bool cores_shared)
-    : max_bytes_(max_bytes), cores_shared_(cores_shared) {
+ShmAllreduce::ShmAllreduce(MPI_Comm comm, int64_t max_bytes, bool cores_shared,
+                           FailureCheck failure_check)
+    : max_bytes_(max_bytes), cores_shared_(cores_shared), failure_check_(std::move(failure_check)) {
   int world = 0;
   MPI_Comm_size(comm, &world);
   MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &comm_);
@@ -134,9 +138,15 @@ void ShmAllreduce::WaitFor(const Counter& counter) const {
     }
     if (polls % 64 == 0 && std::chrono::steady_clock::now() - started >= kSpinFor) break;
   }
+  auto next_check = started + kFailureCheckEvery;
   for (auto pause = kFirstPause;; pause = std::min(pause * 2, kLongestPause)) {
     std::this_thread::sleep_for(pause);
     if (counter.value.load(std::memory_order_acquire) >= run_) return;
+    if (failure_check_ && std::chrono::steady_clock::now() >= next_check) {
+      const std::string failure = failure_check_();
+      if (!failure.empty()) throw PeerTimeout("shared-memory allreduce: " + failure);
+      next_check = std::chrono::steady_clock::now() + kFailureCheckEvery;
+    }
   }
 }
 

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "lockstep/types.h"
@@ -22,10 +23,16 @@ namespace lockstep {
 
 class ShmAllreduce {
  public:
+  // Says why a peer will never arrive (a process failure MPI knows of), or "".
+  using FailureCheck = std::function<std::string()>;
+
   // Collective over `comm`. Usable() is false when the ranks span several hosts or the
   // window cannot be created; the caller then stays with MPI. `cores_shared`: this host
   // runs more ranks than it has cores, so a waiting rank yields its core between polls.
-  ShmAllreduce(MPI_Comm comm, int64_t max_bytes, bool cores_shared);
+  // `failure_check` (optional) is asked now and then while a wait sleeps: what it
+  // returns ends the wait with PeerTimeout (no MPI call would notice a dead peer here).
+  ShmAllreduce(MPI_Comm comm, int64_t max_bytes, bool cores_shared,
+               FailureCheck failure_check = nullptr);
   ~ShmAllreduce();
   ShmAllreduce(const ShmAllreduce&) = delete;
   ShmAllreduce& operator=(const ShmAllreduce&) = delete;
@@ -76,6 +83,7 @@ class ShmAllreduce {
   int size_ = 1;
   int64_t max_bytes_ = 0;
   bool cores_shared_ = false;
+  FailureCheck failure_check_;
   std::vector<char*> bases_;  // each rank's counters and slot pair, mapped into this process
   uint64_t run_ = 0;          // runs so far, the same on every rank; odd and even use a slot each
 };

@@ -42,6 +42,30 @@ def shutdown():
     _core.shutdown()
 
 
+def can_recover_in_process():
+    """Whether a lost process leaves the other ranks running, so that they can go on
+    without it: an MPI with ULFM (Open MPI 5, as installed) in a job started with
+    `mpirun --with-ft ulfm`, as lockstep-run starts elastic jobs."""
+    return _core.can_recover_in_process()
+
+
+def every_process_alive():
+    """Collective: True on every rank if no process of the job has failed, False on
+    every survivor if one has (ULFM's agreement: the same answer on every rank, even
+    when a process fails during the call). Elastic commits ask before they save; it
+    also answers once a lost peer stopped lockstep (before recover_with_survivors())."""
+    return _core.every_process_alive()
+
+
+def recover_with_survivors():
+    """Collective over the survivors once a lost process stopped lockstep: lockstep
+    starts again over them, ranks renumbered in their old order. Process sets other
+    than the global one are gone (their ranks no longer exist). The HOROVOD_* worker
+    variables keep the values of the process's start, as under Horovod's elastic mode."""
+    _core.recover_with_survivors()
+    process_sets_module.setup_after_init(None, fresh_start=True)
+
+
 def is_initialized():
     return _core.is_initialized()
 

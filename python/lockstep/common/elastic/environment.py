@@ -3,7 +3,13 @@
 import os
 import sys
 
-from lockstep.elastic_protocol import COMMIT_DIR_VARIABLE, GENERATION_VARIABLE, JOB_ID_VARIABLE, REPORT_PREFIX
+from lockstep.elastic_protocol import (
+    COMMIT_DIR_VARIABLE,
+    GENERATION_VARIABLE,
+    JOB_ID_VARIABLE,
+    MIN_NP_VARIABLE,
+    REPORT_PREFIX,
+)
 
 
 def supervised():
@@ -21,6 +27,14 @@ def generation():
         return int(os.environ.get(GENERATION_VARIABLE, "0"))
     except ValueError:
         return 0
+
+
+def min_np():
+    """The fewest ranks the job may train with (lockstep-run's --min-np)."""
+    try:
+        return int(os.environ.get(MIN_NP_VARIABLE, "1"))
+    except ValueError:
+        return 1
 
 
 def commit_root():

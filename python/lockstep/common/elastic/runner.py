@@ -1,26 +1,34 @@
 """`hvd.elastic.run`: the loop around the user's training function.
 
-Horovod recovers inside the process (its Gloo mode outlives a lost peer). With Open
-MPI as installed a lost peer ends the whole mpirun job, so here recovery spans
-processes: on HorovodInternalError (a collective failed: lockstep's AbortedError) or
-HostsUpdatedInterrupt the worker finishes writing its last commit and exits with a
-code that tells lockstep-run's elastic supervisor why; the supervisor starts a new
-job on the hosts that are healthy now, and there `run` first agrees with the other
-ranks on the newest commit any host holds, loads it on one holder and syncs it to
-everyone (Horovod's restore-then-sync, across the restart). Outside such a job,
-`run` syncs, calls the function, and lets errors propagate.
+Where the MPI lets the survivors of a lost process run on (ULFM: Open MPI 5 as
+installed, jobs started by lockstep-run's elastic supervisor with `--with-ft ulfm`),
+recovery stays in the process, as in Horovod: on HorovodInternalError every survivor
+agrees that a process failed, lockstep shrinks to the survivors, the state returns to
+its last commit (in memory), reset callbacks run, and `func` is called again. Every
+commit agrees first that no process failed, since under ULFM a collective that
+overlaps a failure can return a wrong result on some ranks.
+
+Otherwise, and for a change of hosts or a peer that froze, recovery spans processes:
+the worker finishes writing its last commit and exits with a code that tells the
+supervisor why; the supervisor starts a new job on the hosts that are healthy now,
+and there `run` first agrees with the other ranks on the newest commit any host
+holds, loads it on one holder and syncs it to everyone (Horovod's restore-then-sync,
+across the restart). Outside such a job, `run` syncs, calls the function, and lets
+errors propagate.
 """
 
 import functools
 import os
+import socket
 import sys
+import time
 
 from lockstep.common import basics
 from lockstep.common.elastic import environment, notification
 from lockstep.common.elastic.errors import HostsUpdatedInterrupt
 from lockstep.common.elastic.store import CommitStore
 from lockstep.common.exceptions import AbortedError, LockstepError
-from lockstep.elastic_protocol import EXIT_HOSTS_UPDATED, EXIT_PEER_LOST
+from lockstep.elastic_protocol import EXIT_HOSTS_UPDATED, EXIT_PEER_LOST, RECOVERED_REPORT
 
 
 def run_fn(func, allgather_object):
@@ -33,29 +41,77 @@ def run_fn(func, allgather_object):
             state.sync()
             return func(state, *args, **kwargs)
         store = CommitStore(environment.commit_root(), environment.job_id())
-        try:
-            _resume(state, store, allgather_object)
-            state.sync()
-            # Asked now: `func` may call shutdown() itself, after which the queries raise.
-            rank, local_rank = basics.rank(), basics.local_rank()
-            result = func(state, *args, **kwargs)
-        except HostsUpdatedInterrupt:
-            # Every rank is alive: wait until all have their commit on file, since the
-            # first to exit ends the job.
-            _leave(
-                store,
-                EXIT_HOSTS_UPDATED,
-                f"hosts updated at commit {state._commit_number}",
-                lambda: allgather_object(None),
-            )
-        except Exception as error:
-            if not lost_peer(error):
-                raise
-            _leave(store, EXIT_PEER_LOST, f"peer lost: {_one_line(error)}")
+        in_process = basics.can_recover_in_process()
+        state._agree_before_commit = in_process
+        resumed = False
+        while True:
+            try:
+                if not resumed:
+                    _resume(state, store, allgather_object)
+                    resumed = True
+                state.sync()
+                # Asked now: `func` may call shutdown() itself, after which the queries raise.
+                rank, local_rank = basics.rank(), basics.local_rank()
+                result = func(state, *args, **kwargs)
+                break
+            except HostsUpdatedInterrupt:
+                # Every rank is alive: wait until all have their commit on file, since the
+                # first to exit ends the job.
+                _leave(
+                    store,
+                    EXIT_HOSTS_UPDATED,
+                    f"hosts updated at commit {state._commit_number}",
+                    lambda: allgather_object(None),
+                )
+            except Exception as error:
+                if not lost_peer(error):
+                    raise
+                if not (in_process and _recover(state, store, error, allgather_object)):
+                    _leave(store, EXIT_PEER_LOST, f"peer lost: {_one_line(error)}")
         _finish(store, rank, local_rank)
         return result
 
     return wrapper
+
+
+def _recover(state, store, error, allgather_object):
+    """Go on without the lost processes, in this process (Horovod's elastic reset):
+    agree that a process failed, shrink the job to the survivors, return to the last
+    commit and run the reset callbacks. False where the survivors cannot go on here:
+    no process failed (a peer froze or was cut off: the job is restarted without it),
+    or fewer than --min-np ranks are left."""
+    started = time.monotonic()
+    try:
+        # One agreement per commit interval on every rank (state._agree): skipped by a
+        # rank whose commit already held it and found the failure. A peer that went
+        # silent is no failed process to MPI: agreeing would wait for it.
+        agreed, state._failure_agreed = state._failure_agreed, False
+        if not agreed and not (_process_failure(error) and not basics.every_process_alive()):
+            return False
+        basics.recover_with_survivors()
+    except LockstepError:
+        return False
+    if basics.size() < environment.min_np():
+        return False
+    state.restore()
+    state._sync_root = 0
+    state._store = store if basics.local_rank() == 0 else None
+    hosts = allgather_object(os.environ.get("HOROVOD_HOSTNAME") or socket.gethostname())
+    if basics.rank() == 0:
+        counts = ",".join(f"{host}:{hosts.count(host)}" for host in dict.fromkeys(hosts))
+        environment.report(
+            f"{RECOVERED_REPORT}{basics.size()} ranks on {counts} in {time.monotonic() - started:.2f} s, "
+            f"back at commit {state._commit_number} (after: {_one_line(error)})"
+        )
+    state.on_reset()
+    return True
+
+
+def _process_failure(error):
+    """Whether `error` is a process failure that MPI reported (ULFM): the engine's
+    words for it (csrc/backends/mpi/process_failures.cc)."""
+    text = str(error)
+    return "(MPI reports the process failed)" in text or "another rank revoked the communicator" in text
 
 
 def lost_peer(error):

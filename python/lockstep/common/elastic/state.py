@@ -9,8 +9,10 @@ rank: rank 0, or after a restart the rank that holds the newest commit.
 
 import copy
 
+from lockstep.common import basics
 from lockstep.common.elastic import notification
 from lockstep.common.elastic.errors import HostsUpdatedInterrupt
+from lockstep.common.exceptions import AbortedError
 
 
 class State:
@@ -25,6 +27,10 @@ class State:
         self._commit_number = 0
         self._store = None
         self._sync_root = 0
+        # In-process recovery (elastic.run under ULFM): a commit first agrees that no
+        # process failed, since a step that overlapped a failure may be wrong.
+        self._agree_before_commit = False
+        self._failure_agreed = False
 
     def register_reset_callbacks(self, callbacks):
         """Functions called (no arguments) after the job's membership changed, e.g. to
@@ -44,7 +50,16 @@ class State:
         gone through: under ULFM a collective that overlaps a lost peer can return
         success with a wrong result on some survivors, and that broadcast is the first
         call to fail after it, so a step that may be wrong is never what a restart
-        resumes from."""
+        resumes from.
+
+        Where survivors recover in process, every rank first agrees that no process has
+        failed (one agreement, the same answer on every rank): a step after which one did
+        raises HorovodInternalError on every rank instead, and restore() returns to the
+        previous commit."""
+        if self._agree_before_commit and not self._agree():
+            raise AbortedError(
+                "lockstep stopped: a process of the job was lost during this step (the commit's agreement found it)"
+            )
         self.save()
         self._commit_number += 1
         snapshot = self.snapshot() if self._store is not None else None
@@ -54,6 +69,14 @@ class State:
             self._persist(snapshot)  # every rank is alive and agreed
             raise
         self._persist(snapshot)
+
+    def _agree(self):
+        """This commit's agreement that every process is alive. Each rank takes part in
+        exactly one agreement between two commits, here or, if it failed before reaching
+        the commit, in the recovery (runner.py): so a failed one is remembered."""
+        alive = basics.every_process_alive()
+        self._failure_agreed = not alive
+        return alive
 
     def _persist(self, snapshot):
         if self._store is not None:
