@@ -4,7 +4,8 @@ the first training step after it).
 
     # commit: 2 ranks on this machine
     mpirun --allow-run-as-root -np 2 .venv/bin/python benchmarks/bench_elastic.py commit [--rounds 10]
-    # recovery: 5 ranks on the pretend cluster (root), a host killed, the job resumes on 3
+    # recovery: 5 ranks on the pretend cluster (root), a host killed, the job goes on on 4
+    # (in process and by a restart, alternating)
     sudo .venv/bin/python benchmarks/bench_elastic.py recovery [--rounds 3]
 
 Commit figures per round, medians over rounds, on rank 0 (the host's writer):
@@ -94,16 +95,22 @@ def bench_recovery(rounds):
     reason = pretend_cluster.unavailable_reason()
     if reason:
         sys.exit(reason)
-    results = []
+    # Both paths in the same run, alternating: in process where the MPI has ULFM (the
+    # survivors go on), and the restart (LOCKSTEP_ELASTIC_IN_PROCESS=0: a new job).
+    modes = ["in process", "restart"] if elastic_cluster.recovers_in_process() else ["restart"]
+    results = {mode: [] for mode in modes}
     with pretend_cluster.PretendCluster([2, 2, 1]) as cluster:
-        for round_index in range(rounds):
+        for round_index, mode in ((r, m) for r in range(rounds) for m in modes):
             with tempfile.TemporaryDirectory() as tmp:
+                env = {"LOCKSTEP_TEST_STEP_SECONDS": "0.1"}
+                if mode == "restart":
+                    env["LOCKSTEP_ELASTIC_IN_PROCESS"] = "0"
                 run = elastic_cluster.ElasticRun(
                     cluster,
                     Path(tmp),
                     ["node1:2", "node2:2", "node3:1"],
                     ("--min-np", "2"),
-                    env={"LOCKSTEP_TEST_STEP_SECONDS": "0.1"},
+                    env=env,
                 )
                 try:
                     run.wait_for_progress(size=5, commits=2)
@@ -111,15 +118,16 @@ def bench_recovery(rounds):
                     elastic_cluster.kill_ranks(cluster, 2)
                     step = run.job.wait_for(r"\[train\] size 4 epoch \d+ commits (?P<rank>\d+)", 1, 120)
                     assert step, run.job.output()
-                    results.append(next(iter(step.values()))[0] - killed_at)
+                    results[mode].append(next(iter(step.values()))[0] - killed_at)
                     print(
-                        f"round {round_index + 1}: {results[-1]:.1f} s from the kill to the first step on 4 ranks "
-                        f"({phases(run.job, killed_at)})",
+                        f"round {round_index + 1}, {mode}: {results[mode][-1]:.2f} s from the kill to the first "
+                        f"step on 4 ranks ({phases(run.job, killed_at)})",
                         flush=True,
                     )
                 finally:
                     run.stop()
-    print(f"recovery (kill -> first step after it), median of {rounds}: {statistics.median(results):.1f} s")
+    for mode, seconds in results.items():
+        print(f"recovery {mode} (kill -> first step after it), median of {rounds}: {statistics.median(seconds):.2f} s")
 
 
 def phases(job, killed_at):
@@ -129,6 +137,7 @@ def phases(job, killed_at):
         "next mpirun started": r"generation 1:",
         "all ranks ready": r"ready rank",
         "state resumed": r"resuming from commit",
+        "recovered in process": r"recovered in process",
     }
     found = {}
     with job.changed:

@@ -13,6 +13,19 @@
 namespace lockstep {
 namespace {
 
+// Whether MPI knows `code` as an error code: MPI_Error_class and MPI_Error_string end
+// the job on one it does not (MPI_ERRORS_ARE_FATAL), and Open MPI 5's collectives
+// return internal codes such as -1 around a process failure.
+bool IsErrorCode(int code) {
+  int* last_code = nullptr;
+  int found = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_LASTUSEDCODE, &last_code, &found);
+  const int last = found && last_code != nullptr ? *last_code : MPI_ERR_LASTCODE;
+  return code > MPI_SUCCESS && code <= std::max(last, static_cast<int>(MPI_ERR_LASTCODE));
+}
+
+#if defined(OMPI_HAVE_MPI_EXT_FTMPI) && OMPI_HAVE_MPI_EXT_FTMPI
+
 // The ranks of `comm` in `group` (a group of its processes), ascending.
 std::vector<int> RanksIn(MPI_Group group, MPI_Comm comm) {
   std::vector<int> ranks;
@@ -32,19 +45,6 @@ std::vector<int> RanksIn(MPI_Group group, MPI_Comm comm) {
   std::sort(ranks.begin(), ranks.end());
   return ranks;
 }
-
-// Whether MPI knows `code` as an error code: MPI_Error_class and MPI_Error_string end
-// the job on one it does not (MPI_ERRORS_ARE_FATAL), and Open MPI 5's collectives
-// return internal codes such as -1 around a process failure.
-bool IsErrorCode(int code) {
-  int* last_code = nullptr;
-  int found = 0;
-  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_LASTUSEDCODE, &last_code, &found);
-  const int last = found && last_code != nullptr ? *last_code : MPI_ERR_LASTCODE;
-  return code > MPI_SUCCESS && code <= std::max(last, static_cast<int>(MPI_ERR_LASTCODE));
-}
-
-#if defined(OMPI_HAVE_MPI_EXT_FTMPI) && OMPI_HAVE_MPI_EXT_FTMPI
 
 std::vector<int> KnownFailed(MPI_Comm comm);
 

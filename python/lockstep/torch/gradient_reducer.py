@@ -90,6 +90,18 @@ class GradientReducer:
             self._reset()
             _complete_all(in_flight)
 
+    def discard(self):
+        """Forget the step in progress after it failed: wait out what is in flight,
+        dropping its errors (lockstep stopped under it), so that the next backward
+        pass starts afresh."""
+        in_flight = self._in_flight
+        self._reset()
+        for complete in in_flight:
+            try:
+                complete()
+            except Exception:  # noqa: BLE001, S110 - the step is being discarded
+                pass
+
     def _submit_remaining(self):
         remaining = [p for p in self._params if p not in self._submitted and p not in self._group_of]
         if remaining:

@@ -49,6 +49,12 @@ class _DistributedOptimizerMixin:
         self._lockstep_reducer.synchronize()
         self._lockstep_synchronized = True
 
+    def _lockstep_discard_step(self):
+        """Forget the step in progress after it failed (elastic state.restore()): the
+        allreduces it started are waited out and their errors dropped."""
+        self._lockstep_reducer.discard()
+        self._lockstep_synchronized = False
+
     @contextmanager
     def skip_synchronize(self):
         """step() inside this context uses the gradients as synchronize() left them."""

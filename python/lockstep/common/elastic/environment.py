@@ -29,6 +29,12 @@ def generation():
         return 0
 
 
+def in_process_recovery_wanted():
+    """LOCKSTEP_ELASTIC_IN_PROCESS=0 makes survivors take the restart path even where
+    they could go on in process (to compare the two, or to rule one out)."""
+    return os.environ.get("LOCKSTEP_ELASTIC_IN_PROCESS", "1") != "0"
+
+
 def min_np():
     """The fewest ranks the job may train with (lockstep-run's --min-np)."""
     try:

@@ -41,7 +41,7 @@ def run_fn(func, allgather_object):
             state.sync()
             return func(state, *args, **kwargs)
         store = CommitStore(environment.commit_root(), environment.job_id())
-        in_process = basics.can_recover_in_process()
+        in_process = basics.can_recover_in_process() and environment.in_process_recovery_wanted()
         state._agree_before_commit = in_process
         resumed = False
         while True:

@@ -44,6 +44,13 @@ class ModelStateHandler(StateHandler):
 
 
 class OptimizerStateHandler(StateHandler):
+    def restore(self):
+        # A DistributedOptimizer whose step failed still holds that step's allreduces.
+        discard = getattr(self.value, "_lockstep_discard_step", None)
+        if discard is not None:
+            discard()
+        super().restore()
+
     def sync(self, root_rank):
         broadcast_optimizer_state(self.value, root_rank=root_rank)
 
