@@ -55,6 +55,10 @@ def child_environment(extra_env):
     env["PYTHONPATH"] = python_path + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     # Ranks outnumber cores here; without this, MPI busy-waits and starves its peers.
     env["OMPI_MCA_mpi_yield_when_idle"] = "1"
+    # Open MPI 5's libfabric BTL probes for fabrics in MPI_Init: 1.0 s of every launch on
+    # a machine without one (0.05 s without it), several minutes over the suite. Tests
+    # use shared memory and TCP only; a cluster's users keep their MPI's default.
+    env.setdefault("OMPI_MCA_btl", "^ofi")
     env.update(extra_env or {})
     return env
 
