@@ -100,7 +100,7 @@ $(REQUIREMENTS_STAMP): requirements.txt requirements-no-deps.txt | $(PYTHON)
 $(INSTALL_STAMP): $(REQUIREMENTS_STAMP) Makefile
 	$(PIP) uninstall --yes --quiet lockstep 2>/dev/null || true
 	echo "$(abspath python)" > "$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/lockstep-checkout.pth"
-	printf '#!%s\nimport sys\nfrom lockstep.run import main\nsys.exit(main())\n' "$(abspath $(PYTHON))" > $(VENV)/bin/lockstep-run
+	printf '#!%s\nimport sys\nfrom lockstep.launcher.cli import main\nsys.exit(main())\n' "$(abspath $(PYTHON))" > $(VENV)/bin/lockstep-run
 	chmod +x $(VENV)/bin/lockstep-run
 	touch $@
 

@@ -54,7 +54,7 @@ def built_mpi():
     process, so this one loads no MPI): every job runs on them, mpi4py's raw-MPI
     comparators included (MPI4PY_LIBMPI), so ratios compare like with like."""
     query = (
-        "from lockstep import mpi_launcher; info = mpi_launcher.mpi_info(); "
+        "from lockstep.launcher import mpi_launcher; info = mpi_launcher.mpi_info(); "
         "print(mpi_launcher.find_mpirun() or 'mpirun'); print(info['library_path'] if info else '')"
     )
     env = job_environment()

@@ -102,7 +102,7 @@ grep -h -E "CMAKE_CUDA_(HOST_COMPILER|IMPLICIT_LINK_(LIBRARIES|DIRECTORIES)) " \
   "$BUILD_DIR"/CMakeFiles/*/CMakeCUDACompiler.cmake 2>/dev/null
 cmake --build "$BUILD_DIR" -j"$JOBS" || exit 1
 export PATH=$RUN_PATH
-PYTHONPATH=$ROOT/python "$PYTHON" -m lockstep.run --check-build 2>&1 | sed -n "1,6p"
+PYTHONPATH=$ROOT/python "$PYTHON" -m lockstep.launcher --check-build 2>&1 | sed -n "1,6p"
 [ "$MODE" = build ] && exit 0
 
 status=0

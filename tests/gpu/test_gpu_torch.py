@@ -20,7 +20,7 @@ QUICK_FAILURE = {"LOCKSTEP_STALL_SHUTDOWN_TIME_SECONDS": "60", "LOCKSTEP_NCCL_TI
 
 def test_check_build_reports_the_gpu_backend():
     result = subprocess.run(
-        [sys.executable, "-m", "lockstep.run", "--check-build"],
+        [sys.executable, "-m", "lockstep.launcher", "--check-build"],
         capture_output=True,
         text=True,
         timeout=120,

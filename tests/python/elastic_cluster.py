@@ -14,7 +14,7 @@ import numpy as np
 import pretend_cluster
 from test_peer_failures import LiveJob
 
-RUN_PY = pretend_cluster.mpi_harness.REPO_ROOT / "python" / "lockstep" / "run.py"
+RUN_PY = pretend_cluster.mpi_harness.REPO_ROOT / "python" / "lockstep" / "launcher" / "cli.py"
 SCRIPT = pretend_cluster.mpi_harness.SCRIPTS_DIR / "elastic_torch_train.py"
 KERAS_SCRIPT = pretend_cluster.mpi_harness.SCRIPTS_DIR / "elastic_keras_train.py"
 PEER_TIMEOUT = 4

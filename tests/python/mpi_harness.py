@@ -69,7 +69,7 @@ def _launch_facts():
     process: loading the core here would load MPI into pytest before the frameworks
     some tests import."""
     query = (
-        "import json; from lockstep import mpi_launcher; "
+        "import json; from lockstep.launcher import mpi_launcher; "
         "print(json.dumps({'mpirun': mpi_launcher.find_mpirun() or '', 'info': mpi_launcher.mpi_info()}))"
     )
     found = subprocess.run(

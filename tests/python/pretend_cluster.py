@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mpi_harness  # noqa: E402
 
 sys.path.insert(0, str(mpi_harness.PACKAGE_ROOT))
-from lockstep import mpi_launcher  # noqa: E402  (the launcher module only: no core)
+from lockstep.launcher import mpi_launcher  # noqa: E402  (the launcher module only: no core)
 
 MARKER_DIR = Path("/tmp/lockstep-pretend-cluster")
 NAME_PREFIX = "lsc"  # namespaces lsc<tag>h<i>; links lsb<tag> (bridge), lsv<tag>h<i>

@@ -9,10 +9,10 @@ import sys
 import mpi_harness
 import pytest
 
-from lockstep import run as launcher
-from lockstep import run_discovery
+from lockstep.launcher import cli as launcher
+from lockstep.launcher import host_discovery
 
-RUN_PY = mpi_harness.REPO_ROOT / "python" / "lockstep" / "run.py"
+RUN_PY = mpi_harness.REPO_ROOT / "python" / "lockstep" / "launcher" / "cli.py"
 SCRIPT = mpi_harness.SCRIPTS_DIR / "elastic_torch_train.py"
 
 
@@ -27,18 +27,18 @@ def launch(args, timeout=120, env=None):
 
 
 def test_discovery_output_is_parsed_or_refused_with_the_line():
-    assert run_discovery.parse_discovery_output("a:2\n\nb\nc:1\n", "s") == {"a": 2, "b": 1, "c": 1}
+    assert host_discovery.parse_discovery_output("a:2\n\nb\nc:1\n", "s") == {"a": 2, "b": 1, "c": 1}
     for bad in ("a:0", "a:x", ":2"):
-        with pytest.raises(run_discovery.DiscoveryError, match=re.escape(repr(bad))):
-            run_discovery.parse_discovery_output(bad + "\n", "s")
+        with pytest.raises(host_discovery.DiscoveryError, match=re.escape(repr(bad))):
+            host_discovery.parse_discovery_output(bad + "\n", "s")
 
 
 def test_blacklist_is_permanent_by_default_and_cools_down_with_a_range():
-    forever = run_discovery.Blacklist()
+    forever = host_discovery.Blacklist()
     forever.add("a")
     assert forever.contains("a") and not forever.contains("b")
     now = [0.0]
-    cooling = run_discovery.Blacklist((10, 100), clock=lambda: now[0], rng=lambda: 0.0)
+    cooling = host_discovery.Blacklist((10, 100), clock=lambda: now[0], rng=lambda: 0.0)
     assert [cooling.add("a") for _ in range(5)] == [10, 20, 40, 80, 100]  # doubling, capped
     now[0] = 99.0
     assert cooling.contains("a")
@@ -47,14 +47,14 @@ def test_blacklist_is_permanent_by_default_and_cools_down_with_a_range():
 
 
 def test_assignment_keeps_host_order_and_caps_at_max_np():
-    manager = run_discovery.HostManager(lambda: {"b": 2, "a": 2}, run_discovery.Blacklist())
+    manager = host_discovery.HostManager(lambda: {"b": 2, "a": 2}, host_discovery.Blacklist())
     manager.refresh()
     manager._discover = lambda: {"c": 1, "a": 2, "b": 2}
     manager.refresh()
     assert manager.available() == [("b", 2), ("a", 2), ("c", 1)]  # old hosts keep their ranks
-    assert run_discovery.assign(manager.available(), 3) == [("b", 2), ("a", 1)]
+    assert host_discovery.assign(manager.available(), 3) == [("b", 2), ("a", 1)]
     manager.blacklist.add("b")
-    assert run_discovery.assign(manager.available(), None) == [("a", 2), ("c", 1)]
+    assert host_discovery.assign(manager.available(), None) == [("a", 2), ("c", 1)]
 
 
 @pytest.mark.parametrize(
@@ -127,7 +127,7 @@ def test_job_grows_when_discovery_reports_more_slots(tmp_path, built_extension):
 
 
 def test_job_output_names_the_lost_hosts():
-    from lockstep import run_elastic
+    from lockstep.launcher import elastic_supervisor
 
     lines = [
         "[lockstep-elastic] ready rank 0",
@@ -138,7 +138,7 @@ def test_job_output_names_the_lost_hosts():
     ]
     script = "; ".join(f"echo '{line}'" for line in lines)
     script += "; echo 'mpirun noticed that process rank 6 with PID 0 on node node3 exited on signal 9 (Killed).' >&2"
-    watcher = run_elastic.JobWatcher(["sh", "-c", script + "; exit 76"], None)
+    watcher = elastic_supervisor.JobWatcher(["sh", "-c", script + "; exit 76"], None)
     outcome = watcher.finish()
     assert outcome.returncode == 76 and outcome.peer_lost and not outcome.hosts_updated
     # Rank 0's verdict wins over a rank that could only blame rank 0.
@@ -149,7 +149,7 @@ def test_job_output_names_the_lost_hosts():
 def test_a_watchdog_abort_names_the_lost_hosts_and_starts_the_end_grace():
     """Survivors of a rank lost inside a data collective end the job with MPI_Abort
     and report no exit; mpirun may then wait for good on a host it cannot reach."""
-    from lockstep import run_elastic
+    from lockstep.launcher import elastic_supervisor
 
     prefix = "error: a collective has waited 7 s for other ranks (LOCKSTEP_PEER_TIMEOUT_SECONDS is 4 s): "
     lines = [
@@ -160,13 +160,13 @@ def test_a_watchdog_abort_names_the_lost_hosts_and_starts_the_end_grace():
         "with MPI_Abort.",
     ]
     script = "; ".join(f"echo '{line}' >&2" for line in lines)
-    watcher = run_elastic.JobWatcher(["sh", "-c", script + "; exit 1"], None)
+    watcher = elastic_supervisor.JobWatcher(["sh", "-c", script + "; exit 1"], None)
     outcome = watcher.finish()
     assert outcome.peer_lost and outcome.blamed == {"node3"}  # rank 0's verdict, not rank 4's guess
     assert watcher.first_exit_report is not None
 
     unnamed = f"[lockstep rank 2] {prefix}every rank answered rank 0, so some rank is stuck inside it. Ending the job "
-    watcher = run_elastic.JobWatcher(["sh", "-c", f"echo '{unnamed}with MPI_Abort.'; exit 1"], None)
+    watcher = elastic_supervisor.JobWatcher(["sh", "-c", f"echo '{unnamed}with MPI_Abort.'; exit 1"], None)
     outcome = watcher.finish()
     assert outcome.peer_lost and outcome.blamed == set() and watcher.first_exit_report is not None
 
@@ -175,7 +175,7 @@ def test_mpi_reported_failures_blame_their_hosts_unless_the_rank_aborted_itself(
     """Under ULFM MPI tells the survivors which process failed. A rank whose collective
     watchdog called MPI_Abort is reported failed too (seen in a clean-clone CI run,
     where node1 was blacklisted for rank 0's abort): its host is not to blame."""
-    from lockstep import run_elastic
+    from lockstep.launcher import elastic_supervisor
 
     watchdog = (
         "[lockstep rank 0] error: a collective has waited 4 s for other ranks (LOCKSTEP_PEER_TIMEOUT_SECONDS is "
@@ -186,7 +186,7 @@ def test_mpi_reported_failures_blame_their_hosts_unless_the_rank_aborted_itself(
     killed = [lost.format(1, "rank 2 on node2; ranks 3, 4 on node3 were lost")]
     for lines, blamed in ((aborted, {"node3"}), (killed, {"node2", "node3"})):
         script = "; ".join(f"echo '{line}'" for line in lines)
-        outcome = run_elastic.JobWatcher(["sh", "-c", script + "; exit 76"], None).finish()
+        outcome = elastic_supervisor.JobWatcher(["sh", "-c", script + "; exit 76"], None).finish()
         assert outcome.peer_lost and outcome.blamed == blamed, lines
 
 
@@ -196,10 +196,10 @@ def test_recoveries_in_process_blacklist_the_lost_hosts_and_count_as_resets():
     unchanged list stops no job), and each recovery counts against --reset-limit."""
     import argparse
 
-    from lockstep import run_elastic
+    from lockstep.launcher import elastic_supervisor
 
     report = "[lockstep-elastic] recovered in process: 3 ranks on node1:2,node3:1 in 0.02 s, back at commit 2"
-    watcher = run_elastic.JobWatcher(["sh", "-c", f"echo '{report}'"], None)
+    watcher = elastic_supervisor.JobWatcher(["sh", "-c", f"echo '{report}'"], None)
     watcher.finish()
     assert watcher.recoveries == [[("node1", 2), ("node3", 1)]]
 
@@ -213,23 +213,23 @@ def test_recoveries_in_process_blacklist_the_lost_hosts_and_count_as_resets():
         reset_limit=1,
     )
     logged = []
-    supervisor = run_elastic.Supervisor(args, {}, None, log=logged.append)
+    supervisor = elastic_supervisor.Supervisor(args, {}, None, log=logged.append)
     assignment = [("node1", 2), ("node2", 2), ("node3", 1)]
     assignment, num_proc = supervisor.recovered(assignment, watcher.recoveries[0])
     assert (assignment, num_proc) == ([("node1", 2), ("node3", 1)], 3)
     assert logged == ["blacklisting node2"] and supervisor.hosts.blacklist.hosts() == ["node2"]
-    with pytest.raises(run_elastic.ElasticError, match="reset 1 times .* exceeding --reset-limit 1"):
+    with pytest.raises(elastic_supervisor.ElasticError, match="reset 1 times .* exceeding --reset-limit 1"):
         supervisor.recovered(assignment, [("node1", 2)])
 
 
 def test_reports_of_two_ranks_on_one_line_both_count():
     """mpirun forwards output in pieces: a rank's report can land mid-line after
     another's (seen in a clean-clone CI run, where the job then never grew)."""
-    from lockstep import run_elastic
+    from lockstep.launcher import elastic_supervisor
 
     script = "printf '[lockstep-elastic] ready rank 0[lockstep-elastic] ready rank 1\\n\\n'"
     script += "; echo '[lockstep-elastic] ready rank 3'; echo 'x [lockstep-elastic] training finished'"
-    watcher = run_elastic.JobWatcher(["sh", "-c", script], None)
+    watcher = elastic_supervisor.JobWatcher(["sh", "-c", script], None)
     outcome = watcher.finish()
     assert watcher.ready == {0, 1, 3}
     assert outcome.finished and outcome.returncode == 0

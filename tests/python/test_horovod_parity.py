@@ -9,7 +9,7 @@ import mpi_harness
 import pytest
 from mpi_harness import run_ranks
 
-RUN_PY = mpi_harness.REPO_ROOT / "python" / "lockstep" / "run.py"
+RUN_PY = mpi_harness.REPO_ROOT / "python" / "lockstep" / "launcher" / "cli.py"
 SCRIPT = mpi_harness.SCRIPTS_DIR / "horovod_env.py"
 
 

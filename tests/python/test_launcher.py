@@ -1,6 +1,6 @@
 """lockstep-run: the mpirun command lines it builds, its errors, and real launches.
 
-run.py is loaded from its file, not through the lockstep package, because the
+The launcher's cli.py is loaded from its file, not through the lockstep package, because the
 launcher must work (and be tested) without the compiled core.
 """
 
@@ -12,7 +12,7 @@ import sys
 import pytest
 
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-RUN_PY = os.path.join(REPO_ROOT, "python", "lockstep", "run.py")
+RUN_PY = os.path.join(REPO_ROOT, "python", "lockstep", "launcher", "cli.py")
 
 
 def load_launcher():
@@ -179,16 +179,16 @@ def test_bad_invocations_fail_with_a_clear_message(argv, message):
 def test_missing_mpirun_is_reported(tmp_path):
     # The launcher's files without a built core, and no mpirun on PATH.
     package = tmp_path / "lockstep"
-    package.mkdir()
-    for name in ("__init__.py", "run.py", "run_hosts.py", "run_elastic.py", "run_discovery.py", "mpi_launcher.py"):
-        (package / name).write_text(open(os.path.join(REPO_ROOT, "python", "lockstep", name)).read())
-    (package / "elastic_protocol.py").write_text(
-        open(os.path.join(REPO_ROOT, "python", "lockstep", "elastic_protocol.py")).read()
-    )
+    (package / "launcher").mkdir(parents=True)
+    source = os.path.join(REPO_ROOT, "python", "lockstep")
+    names = ["__init__.py"] + [os.path.join("launcher", name) for name in os.listdir(os.path.join(source, "launcher"))]
+    for name in names:
+        if name.endswith(".py"):
+            (package / name).write_text(open(os.path.join(source, name)).read())
     env = dict(os.environ, PATH=str(tmp_path / "bin"))
     env.pop("PYTHONPATH", None)
     result = subprocess.run(
-        [sys.executable, "-S", str(package / "run.py"), "-np", "2", "python", "t.py"],
+        [sys.executable, "-S", str(package / "launcher" / "cli.py"), "-np", "2", "python", "t.py"],
         capture_output=True,
         text=True,
         env=env,
@@ -240,13 +240,13 @@ class BrokenCore:  # as if the extension failed to build or load
             raise ImportError("simulated: _core.so is missing")
 
 sys.meta_path.insert(0, BrokenCore())
-from lockstep.run import main
+from lockstep.launcher.cli import main
 sys.exit(main(["--check-build"]))
 """
 
 
 def test_check_build_reports_a_broken_core_instead_of_crashing():
-    # The installed lockstep-run imports lockstep.run through the lockstep package,
+    # The installed lockstep-run imports lockstep.launcher.cli through the lockstep package,
     # so the package must not need the compiled core just to be imported.
     result = subprocess.run(
         [sys.executable, "-c", BLOCK_CORE_THEN_CHECK_BUILD], capture_output=True, text=True, timeout=120

@@ -6,7 +6,7 @@ Command lines only (no launch); the launch on hosts is in test_multihost.py.
 import pytest
 from test_launcher import build, launcher, option_values, run_launcher
 
-run_hosts = launcher.run_hosts
+host_lists = launcher.host_lists
 
 SLURM = {
     "SLURM_JOB_ID": "42",
@@ -23,12 +23,12 @@ def build_in(argv, env):
 
 
 def test_host_list_merges_repeats_and_defaults_to_one_slot():
-    assert run_hosts.parse_host_list("a:2,b,a:1") == [("a", 3), ("b", 1)]
+    assert host_lists.parse_host_list("a:2,b,a:1") == [("a", 3), ("b", 1)]
 
 
 def test_hostfile_in_horovod_and_open_mpi_syntax():
     text = "# workers\nnode1 slots=4\nnode2 slots=2 max_slots=8   # comment\n\nnode3\nnode4:3\nnode3 max-slots=2\n"
-    assert run_hosts.parse_hostfile(text) == [("node1", 4), ("node2", 2), ("node3", 2), ("node4", 3)]
+    assert host_lists.parse_hostfile(text) == [("node1", 4), ("node2", 2), ("node3", 2), ("node4", 3)]
 
 
 @pytest.mark.parametrize(
@@ -42,8 +42,8 @@ def test_hostfile_in_horovod_and_open_mpi_syntax():
     ],
 )
 def test_bad_hostfiles_name_the_line(text, message):
-    with pytest.raises(run_hosts.HostsError, match=message):
-        run_hosts.parse_hostfile(text, "hosts.txt")
+    with pytest.raises(host_lists.HostsError, match=message):
+        host_lists.parse_hostfile(text, "hosts.txt")
 
 
 @pytest.mark.parametrize(
@@ -56,29 +56,29 @@ def test_bad_hostfiles_name_the_line(text, message):
     ],
 )
 def test_slurm_nodelists_expand(nodelist, expected):
-    assert run_hosts.expand_nodelist(nodelist) == expected
+    assert host_lists.expand_nodelist(nodelist) == expected
 
 
 @pytest.mark.parametrize("nodelist", ["node[3-1]", "node[1-x]", "node[1-2", "a,,b"])
 def test_bad_slurm_nodelists_are_rejected(nodelist):
-    with pytest.raises(run_hosts.HostsError, match="Slurm node list"):
-        run_hosts.expand_nodelist(nodelist)
+    with pytest.raises(host_lists.HostsError, match="Slurm node list"):
+        host_lists.expand_nodelist(nodelist)
 
 
 def test_slurm_tasks_per_node():
-    assert run_hosts.expand_tasks_per_node("2(x3),1") == [2, 2, 2, 1]
-    assert run_hosts.expand_tasks_per_node("4") == [4]
-    with pytest.raises(run_hosts.HostsError, match="SLURM_TASKS_PER_NODE"):
-        run_hosts.expand_tasks_per_node("2(3)")
+    assert host_lists.expand_tasks_per_node("2(x3),1") == [2, 2, 2, 1]
+    assert host_lists.expand_tasks_per_node("4") == [4]
+    with pytest.raises(host_lists.HostsError, match="SLURM_TASKS_PER_NODE"):
+        host_lists.expand_tasks_per_node("2(3)")
 
 
 def test_slurm_hosts_from_tasks_per_node_ntasks_or_one_each():
-    assert run_hosts.slurm_hosts(SLURM) == [("node1", 2), ("node2", 2), ("node3", 2), ("node5", 1)]
+    assert host_lists.slurm_hosts(SLURM) == [("node1", 2), ("node2", 2), ("node3", 2), ("node5", 1)]
     spread = {"SLURM_JOB_ID": "1", "SLURM_NODELIST": "n[1-3]", "SLURM_NTASKS": "5"}
-    assert run_hosts.slurm_hosts(spread) == [("n1", 2), ("n2", 2), ("n3", 1)]
-    assert run_hosts.slurm_hosts({"SLURM_JOB_ID": "1", "SLURM_NODELIST": "n[1-2]"}) == [("n1", 1), ("n2", 1)]
-    with pytest.raises(run_hosts.HostsError, match="gives 2 counts for 4 nodes"):
-        run_hosts.slurm_hosts({**SLURM, "SLURM_TASKS_PER_NODE": "2(x2)"})
+    assert host_lists.slurm_hosts(spread) == [("n1", 2), ("n2", 2), ("n3", 1)]
+    assert host_lists.slurm_hosts({"SLURM_JOB_ID": "1", "SLURM_NODELIST": "n[1-2]"}) == [("n1", 1), ("n2", 1)]
+    with pytest.raises(host_lists.HostsError, match="gives 2 counts for 4 nodes"):
+        host_lists.slurm_hosts({**SLURM, "SLURM_TASKS_PER_NODE": "2(x2)"})
 
 
 def test_slurm_allocation_becomes_hosts_and_rank_count():

@@ -9,7 +9,7 @@ import sys
 import pretend_cluster
 import pytest
 
-RUN_PY = pretend_cluster.mpi_harness.REPO_ROOT / "python" / "lockstep" / "run.py"
+RUN_PY = pretend_cluster.mpi_harness.REPO_ROOT / "python" / "lockstep" / "launcher" / "cli.py"
 
 SHM_ACTIVE = "go through shared memory"
 HIERARCHICAL_ACTIVE = "hierarchical allreduce: shared memory within each host, MPI across hosts"

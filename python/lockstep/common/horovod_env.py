@@ -18,7 +18,7 @@ import os
 import socket
 
 from lockstep import _core
-from lockstep.elastic_protocol import HOST_NAMES_VARIABLE
+from lockstep.launcher.elastic_protocol import HOST_NAMES_VARIABLE
 
 # What init() wrote, by name: those it may update; others belong to the user.
 _written = {}

@@ -3,7 +3,7 @@
 import os
 import sys
 
-from lockstep.elastic_protocol import (
+from lockstep.launcher.elastic_protocol import (
     COMMIT_DIR_VARIABLE,
     GENERATION_VARIABLE,
     JOB_ID_VARIABLE,

@@ -28,7 +28,7 @@ from lockstep.common.elastic import environment, notification
 from lockstep.common.elastic.errors import HostsUpdatedInterrupt
 from lockstep.common.elastic.store import CommitStore
 from lockstep.common.exceptions import AbortedError, LockstepError
-from lockstep.elastic_protocol import EXIT_HOSTS_UPDATED, EXIT_PEER_LOST, RECOVERED_REPORT
+from lockstep.launcher.elastic_protocol import EXIT_HOSTS_UPDATED, EXIT_PEER_LOST, RECOVERED_REPORT
 
 
 def run_fn(func, allgather_object):

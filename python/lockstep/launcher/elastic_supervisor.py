@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 if __package__:
     from . import elastic_protocol as protocol
-    from . import run_discovery
-else:  # run.py loaded as a file: take the modules beside it
+    from . import host_discovery
+else:  # cli.py loaded as a file: take the modules beside it
     import importlib.util
 
     def _load(name):
@@ -39,7 +39,7 @@ else:  # run.py loaded as a file: take the modules beside it
         return module
 
     protocol = _load("elastic_protocol")
-    run_discovery = _load("run_discovery")
+    host_discovery = _load("host_discovery")
 
 POLL_SECONDS = 1.0
 # After the first rank reports that it leaves (or its collective watchdog ends the job),
@@ -201,8 +201,8 @@ class Supervisor:
         self.build_command = build_command  # (hosts, num_proc, env) -> (argv, env)
         self.log = log or (lambda message: print(f"lockstep-run: {message}", file=sys.stderr, flush=True))
         cooldown = tuple(args.blacklist_cooldown_range) if args.blacklist_cooldown_range else None
-        self.hosts = run_discovery.HostManager(
-            lambda: run_discovery.run_discovery_script(args.host_discovery_script), run_discovery.Blacklist(cooldown)
+        self.hosts = host_discovery.HostManager(
+            lambda: host_discovery.run_discovery_script(args.host_discovery_script), host_discovery.Blacklist(cooldown)
         )
         self.min_np = args.min_np or args.num_proc or 1
         self.max_np = args.max_np
@@ -265,7 +265,7 @@ class Supervisor:
             available = self.hosts.available()
             count = sum(slots for _, slots in available)
             if count >= needed:
-                return run_discovery.assign(available, self.max_np)
+                return host_discovery.assign(available, self.max_np)
             if time.monotonic() >= deadline:
                 blacklisted = self.hosts.blacklist.hosts()
                 raise ElasticError(
@@ -303,10 +303,10 @@ class Supervisor:
                 recoveries += 1
             try:
                 self.hosts.refresh()
-            except run_discovery.DiscoveryError as error:
+            except host_discovery.DiscoveryError as error:
                 self.log(f"warning: {error}")  # transient: the job goes on with its hosts
                 continue
-            wanted = run_discovery.assign(self.hosts.available(), self.max_np)
+            wanted = host_discovery.assign(self.hosts.available(), self.max_np)
             if sum(s for _, s in wanted) < self.min_np:
                 wanted = []
             if dict(wanted) == dict(assignment) or wanted == notified or len(job.ready) < num_proc:
@@ -343,7 +343,7 @@ def supervise(args, env, build_command):
     supervisor = Supervisor(args, env, build_command)
     try:
         return supervisor.run()
-    except (ElasticError, run_discovery.DiscoveryError) as error:
+    except (ElasticError, host_discovery.DiscoveryError) as error:
         print(f"lockstep-run: error: {error}", file=sys.stderr, flush=True)
         return 1
     except KeyboardInterrupt:  # the running job was stopped on the way out

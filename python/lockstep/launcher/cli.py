@@ -9,7 +9,7 @@
 The launcher only assembles an mpirun command line (translating its options into
 LOCKSTEP_* environment variables) and replaces itself with mpirun, so Ctrl-C and the
 exit status pass straight through. It imports nothing from lockstep at module level,
-so `python python/lockstep/run.py ...` launches jobs even where the core is not built.
+so `python python/lockstep/launcher/cli.py ...` launches jobs even where the core is not built.
 """
 
 import argparse
@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass, field
 
 if __package__:
-    from . import mpi_launcher, run_elastic, run_hosts
+    from . import elastic_supervisor, host_lists, mpi_launcher
 else:  # run or loaded as a file: take the modules beside it, not an installed lockstep's
 
     def _load_sibling(name):
@@ -33,11 +33,11 @@ else:  # run or loaded as a file: take the modules beside it, not an installed l
         spec.loader.exec_module(module)
         return module
 
-    run_hosts = _load_sibling("run_hosts")
-    run_elastic = _load_sibling("run_elastic")
+    host_lists = _load_sibling("host_lists")
+    elastic_supervisor = _load_sibling("elastic_supervisor")
     mpi_launcher = _load_sibling("mpi_launcher")
 
-HOST_NAMES_VARIABLE = run_elastic.protocol.HOST_NAMES_VARIABLE
+HOST_NAMES_VARIABLE = elastic_supervisor.protocol.HOST_NAMES_VARIABLE
 # Environment variables every rank needs to find the same interpreter and libraries.
 FORWARDED_VARIABLES = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV")
 FORWARDED_PREFIXES = ("LOCKSTEP_", "HOROVOD_")
@@ -126,7 +126,7 @@ def make_parser():
 
 def add_elastic_arguments(parser):
     """Horovod's elastic flags: with --host-discovery-script, lockstep-run supervises a
-    sequence of mpirun jobs (see run_elastic.py)."""
+    sequence of mpirun jobs (see elastic_supervisor.py)."""
     elastic = parser.add_argument_group("elastic training (Horovod's flags)")
     elastic.add_argument(
         "--host-discovery-script",
@@ -201,7 +201,7 @@ def run_supervised(args, env):
 
     def build_command(assignment, num_proc, job_env):
         job_args = argparse.Namespace(**vars(args))
-        job_args.hosts, job_args.num_proc = run_hosts.format_host_list(assignment), num_proc
+        job_args.hosts, job_args.num_proc = host_lists.format_host_list(assignment), num_proc
         job_args.no_slurm = True
         launch = build_mpirun_command(job_args, job_env, mpirun=mpirun)
         launch.command[1:1] = mpi_launcher.fault_tolerance_args(mpirun)
@@ -209,7 +209,7 @@ def run_supervised(args, env):
             print(shell_line(launch), file=sys.stderr, flush=True)
         return launch.command, launch.env
 
-    return run_elastic.supervise(args, env, build_command)
+    return elastic_supervisor.supervise(args, env, build_command)
 
 
 def parse_args(argv):
@@ -223,7 +223,7 @@ def validate(args, env=None):
     env = os.environ if env is None else env
     if args.hosts and args.hostfile:
         raise LaunchError("give either -H or --hostfile, not both")
-    if args.launcher == "srun" and not run_hosts.in_slurm_allocation(env):
+    if args.launcher == "srun" and not host_lists.in_slurm_allocation(env):
         raise LaunchError("--launcher srun needs a Slurm allocation (SLURM_JOB_ID and SLURM_JOB_NODELIST are not set)")
     if args.launcher == "srun" and (args.hosts or args.hostfile):
         raise LaunchError("--launcher srun places ranks on the allocation's nodes: drop -H/--hostfile")
@@ -263,24 +263,24 @@ def settings_from_options(args):
 
 def uses_slurm(args, env):
     """A Slurm allocation decides the hosts unless -H, --hostfile or --no-slurm say otherwise."""
-    return not (args.hosts or args.hostfile or args.no_slurm) and run_hosts.in_slurm_allocation(env)
+    return not (args.hosts or args.hostfile or args.no_slurm) and host_lists.in_slurm_allocation(env)
 
 
 def resolve_hosts(args, env):
     """[(host, slots)] from -H, --hostfile or Slurm; None for this machine alone."""
     try:
         if args.hosts:
-            return run_hosts.parse_host_list(args.hosts)
+            return host_lists.parse_host_list(args.hosts)
         if args.hostfile:
             try:
                 with open(args.hostfile) as hostfile:
                     text = hostfile.read()
             except OSError as error:
                 raise LaunchError(f"cannot read --hostfile {args.hostfile}: {error.strerror}") from None
-            return run_hosts.parse_hostfile(text, args.hostfile)
+            return host_lists.parse_hostfile(text, args.hostfile)
         if uses_slurm(args, env):
-            return run_hosts.slurm_hosts(env)
-    except run_hosts.HostsError as error:
+            return host_lists.slurm_hosts(env)
+    except host_lists.HostsError as error:
         raise LaunchError(str(error)) from None
     return None
 
@@ -353,7 +353,7 @@ def build_mpirun_command(args, env, core_count=None, euid=None, mpirun="mpirun")
     if euid == 0:
         command.append("--allow-run-as-root")
     if hosts:
-        command += ["-H", run_hosts.format_host_list(hosts)]
+        command += ["-H", host_lists.format_host_list(hosts)]
     slots = sum(count for _, count in hosts) if hosts else core_count
     if num_proc > slots:
         command.append("--oversubscribe")
@@ -547,7 +547,7 @@ def use_package_root_on_path():
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path = [entry for entry in sys.path if os.path.abspath(entry or ".") != here]
     if importlib.util.find_spec("lockstep") is None:
-        sys.path.insert(0, os.path.dirname(here))
+        sys.path.insert(0, os.path.dirname(os.path.dirname(here)))
 
 
 if __name__ == "__main__":
