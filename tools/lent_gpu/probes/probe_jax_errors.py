@@ -2,9 +2,9 @@
 after it, and Python's faulthandler re-armed after hvd.init() (MPI_Init installs
 Open MPI's SIGSEGV handler over PYTHONFAULTHANDLER's, which prints no Python stack).
 
-  tools/gpu_probes/run.sh runs every step (after tools/gpu_machine.sh build); by hand:
+  tools/lent_gpu/probes/run.sh runs every step (after tools/gpu_machine.sh build); by hand:
   mpirun -np N bash -c 'export NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK; exec "$@"' x \
-      python3 tools/gpu_probes/probe_jax_errors.py STEP [--allow-cpu]
+      python3 tools/lent_gpu/probes/probe_jax_errors.py STEP [--allow-cpu]
 STEP: refuse (1 rank ok: CUDA handler returns an ffi::Error, no negotiation, no NCCL)
       warm | trace | b2b | bad | uneven | all
 """
