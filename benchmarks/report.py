@@ -363,15 +363,25 @@ def _sections(results):
                 yield "idle", idle
 
 
+# The committed report's pointer to the plots, which are build output, not committed.
+PLOTS_NOTE = (
+    "Plots of these tables: `make bench` draws them into `results/<date-time>/plots/` "
+    "(git-ignored), and that run's `results.md` shows them."
+)
+
+
 def render(results, plot_links=None):
-    """The whole report. `plot_links`: {benchmark: relative PNG path} to embed."""
+    """The whole report. `plot_links`: {benchmark: relative PNG path} to embed; None
+    (the committed copy, which embeds no build output) says where the plots are drawn."""
     meta = results["meta"]
-    parts = [
-        "## Benchmark results\n",
+    header = (
         f"Produced by `{meta['command']}` on {meta['date']} ({meta['machine']}); total {meta['total_s']:.0f} s. "
         f"Load average {meta['load_before']} before, {meta['load_after']} after: other work on the machine "
-        "adds noise, which is why every comparator runs interleaved with lockstep in the same job.",
-    ]
+        "adds noise, which is why every comparator runs interleaved with lockstep in the same job."
+    )
+    if plot_links is None:
+        header += f" {PLOTS_NOTE}"
+    parts = ["## Benchmark results\n", header]
     for key, markdown in _sections(results):
         parts.append(markdown)
         if plot_links and key in plot_links:

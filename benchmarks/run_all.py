@@ -5,8 +5,8 @@ shm also 3, and a short idle-only latency job at 3 for the background thread's i
 target, 3 ranks oversubscribing a 2-core machine; negotiation 2 to 64). The JSON of
 every job, a Markdown report and PNG plots go to results/<date-time>/ (and
 results/latest points there); the report is printed at the end. A full run also
-refreshes the committed copies, benchmarks/RESULTS.md and benchmarks/plots/, that
-docs/PERFORMANCE.md shows.
+refreshes the committed copy of the report, benchmarks/RESULTS.md (without the
+plots, which stay build output), that docs/PERFORMANCE.md quotes.
 
     .venv/bin/python benchmarks/run_all.py                  # everything, several minutes
     .venv/bin/python benchmarks/run_all.py --quick          # smoke test, ~4 minutes
@@ -21,7 +21,6 @@ import importlib.util
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import time
@@ -292,7 +291,7 @@ def load_average():
 
 
 def write_outputs(results, results_dir, publish):
-    """JSON, Markdown and plots into results_dir; with `publish` also the committed copies."""
+    """JSON, Markdown and plots into results_dir; with `publish` also the committed report."""
     with open(os.path.join(results_dir, "results.json"), "w") as stream:
         json.dump(results, stream, indent=1)
     links = {
@@ -302,13 +301,9 @@ def write_outputs(results, results_dir, publish):
     with open(os.path.join(results_dir, "results.md"), "w") as stream:
         stream.write(markdown)
     _point_latest_at(results_dir)
-    if publish:
-        committed_plots = os.path.join(BENCH_DIR, "plots")
-        os.makedirs(committed_plots, exist_ok=True)
-        for name in links.values():
-            shutil.copyfile(os.path.join(results_dir, name), os.path.join(BENCH_DIR, name))
+    if publish:  # the plots stay build output: committing them on every run only grew the history
         with open(os.path.join(BENCH_DIR, "RESULTS.md"), "w") as stream:
-            stream.write(markdown)
+            stream.write(report.render(results))
     return markdown
 
 
@@ -348,7 +343,7 @@ def main():
     # Only a complete, undisturbed run replaces the committed copies.
     publish = not (args.quick or args.only or args.timeline or runner.failures or args.np != [2])
     print("\n" + write_outputs(results, results_dir, publish))
-    print(f"Results in {results_dir}" + (" (also benchmarks/RESULTS.md and benchmarks/plots/)" if publish else ""))
+    print(f"Results in {results_dir}" + (" (also benchmarks/RESULTS.md)" if publish else ""))
     if runner.failures:
         print("Failed launches:\n  " + "\n  ".join(runner.failures), file=sys.stderr)
         return 1

@@ -34,7 +34,7 @@ void CpuRelax() {
 // and the core may be needed by this rank's own training thread (mpirun binds a rank's
 // threads to one core), so the wait then sleeps, in steps that grow to kLongestPause.
 // Capping them at 50 us instead woke the background thread twice as often while
-// training, for 5.4-5.9% of a core against 3.8-4.9% (benchmarks/training_wakeups.py).
+// training, for 5.4-5.9% of a core against 3.8-4.9% (benchmarks/studies/training_wakeups.py).
 constexpr auto kSpinFor = std::chrono::microseconds(50);
 constexpr auto kFirstPause = std::chrono::microseconds(5);
 constexpr auto kLongestPause = std::chrono::microseconds(200);

@@ -62,7 +62,7 @@ class ShmAllreduce {
   static constexpr int64_t kHeaderBytes = sizeof(Counters);
   // Up to this many bytes of other ranks' data, a rank reduces the whole chunk itself:
   // one wait instead of two. Splitting moves less data, which wins from 256 KiB at 2
-  // ranks (benchmarks/shm_vs_mpi.c).
+  // ranks (benchmarks/studies/shm_vs_mpi.c).
   static constexpr int64_t kOnePassBytes = 128 * 1024;
 
   int64_t StartRun(int64_t bytes);

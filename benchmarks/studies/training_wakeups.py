@@ -6,7 +6,7 @@ rounds. Run the same job from two trees alternately to compare:
 
     for tree in /work/main /work/wt-x; do
       PYTHONPATH=$tree/python mpirun -np 2 --bind-to core -x PYTHONPATH \\
-        python benchmarks/training_wakeups.py
+        python benchmarks/studies/training_wakeups.py
     done
 
 PROBE_ROUNDS (5) rounds of PROBE_STEPS (20) steps, after 5 warm-up steps.
@@ -18,7 +18,7 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402

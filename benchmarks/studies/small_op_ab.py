@@ -4,7 +4,7 @@ ops; prints rank 0's median and p90 of each and the CPU ticks of each thread. Ru
 from two trees (or with LOCKSTEP_CALLER_CYCLES=0 and 1) alternately to compare:
 
     for tree in /work/main /work/wt-hot-path; do
-      PYTHONPATH=$tree/python mpirun -np 2 --bind-to core python benchmarks/small_op_ab.py $tree
+      PYTHONPATH=$tree/python mpirun -np 2 --bind-to core python benchmarks/studies/small_op_ab.py $tree
     done
 """
 

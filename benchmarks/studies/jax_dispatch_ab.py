@@ -1,6 +1,6 @@
 """What declaring lockstep's XLA custom calls side-effecting would cost, side by side.
 
-    mpirun -np 2 --bind-to core python benchmarks/jax_dispatch_ab.py
+    mpirun -np 2 --bind-to core python benchmarks/studies/jax_dispatch_ab.py
 
 lockstep's calls are pure to JAX (lockstep/jax/compiled_ops.py), so a jitted program
 with collectives keeps JAX's C++ dispatch fast path. This job traces the same
@@ -10,6 +10,11 @@ raw MPI_Allreduce as references: a 4-byte allreduce, 50 separate 1 KiB allreduce
 in one program, and the same 50 as one grouped call. Each call counts as long as
 its slowest rank took; prints the median and p90 over calls (us).
 """
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # benchmarks/
 
 import bench_jax  # its per-call timing: the slowest rank's time per call
 import jax

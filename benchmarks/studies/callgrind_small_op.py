@@ -5,8 +5,8 @@ do not. Each variant runs at 1 rank (flat combining runs the cycle on the callin
 thread) for 1,000 and for 3,000 ops; the difference divided by 2,000 is the cost of
 one op, start-up and shutdown cancelling out. Compare two trees with PYTHONPATH:
 
-    python benchmarks/callgrind_small_op.py named unnamed
-    PYTHONPATH=/path/to/other/tree/python python benchmarks/callgrind_small_op.py named
+    python benchmarks/studies/callgrind_small_op.py named unnamed
+    PYTHONPATH=/path/to/other/tree/python python benchmarks/studies/callgrind_small_op.py named
 """
 
 import os

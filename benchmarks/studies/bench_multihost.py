@@ -1,6 +1,6 @@
 """Multi-host allreduce on a pretend cluster: lockstep flat vs hierarchical vs raw MPI.
 
-    sudo .venv/bin/python benchmarks/bench_multihost.py [--rounds 5] [--out FILE.md]
+    sudo .venv/bin/python benchmarks/studies/bench_multihost.py [--rounds 5] [--out FILE.md]
 
 Starts 5 ranks on 3 pretend hosts (network namespaces joined by veth pairs, 2+2+1
 ranks; tests/python/pretend_cluster.py) and, in the same job, alternates round by
@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SIZES = [4, 64 << 10, 1 << 20, 16 << 20]  # bytes
 VARIANTS = ["MPI_Allreduce (mpi4py)", "lockstep flat", "lockstep hierarchical"]
 
@@ -76,7 +76,8 @@ def report(medians, rounds, seconds):
     lines = [
         "# Multi-host allreduce on the pretend cluster",
         "",
-        f"`benchmarks/bench_multihost.py --rounds {rounds}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}:",
+        f"`benchmarks/studies/bench_multihost.py --rounds {rounds}`, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}:",
         "5 ranks on 3 pretend hosts (2+2+1 ranks; network namespaces joined by veth pairs on",
         "one bridge) on this 2-core VM, float32 Sum in place, variants alternating round by",
         "round in one job; median over rounds of the slowest rank's mean time per call.",
@@ -99,7 +100,7 @@ def report(medians, rounds, seconds):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--out", default=str(REPO / "benchmarks" / "RESULTS-multihost.md"))
+    parser.add_argument("--out", default=str(REPO / "benchmarks" / "studies" / "RESULTS-multihost.md"))
     parser.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rank:

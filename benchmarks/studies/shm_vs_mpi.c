@@ -6,7 +6,7 @@
 //   split:    each rank copies in the half the other reduces, reduces its own half,
 //             publishes it, and copies the other's reduced half out (two waits, less data).
 // Medians of rank 0's times over 40 repetitions, a barrier before each.
-//   mpicc -O3 -o /tmp/shm_vs_mpi benchmarks/shm_vs_mpi.c
+//   mpicc -O3 -o /tmp/shm_vs_mpi benchmarks/studies/shm_vs_mpi.c
 //   mpirun -np 2 --bind-to core /tmp/shm_vs_mpi
 #include <mpi.h>
 #include <stdatomic.h>

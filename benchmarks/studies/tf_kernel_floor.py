@@ -6,7 +6,7 @@ pays, and how much is lockstep's? Every variant is a tf.function taking one
 float32[1] and fetched with .numpy(), as bench_tensorflow.py times them:
 
 - no-op: bench_tensorflow.py's `tf.identity` function;
-- sync: a plain OpKernel copying its input (benchmarks/tf_floor_ops.cc);
+- sync: a plain OpKernel copying its input (benchmarks/studies/tf_floor_ops.cc);
 - async inline: an AsyncOpKernel calling `done` inside ComputeAsync;
 - async thread (condvar / spin): an AsyncOpKernel handing `done` to one long-lived
   worker thread that calls it, as lockstep's background thread does; the worker
@@ -34,9 +34,9 @@ Variants run interleaved round by round in one process (the order rotates), each
 round's block after a barrier; at 2 ranks a sample is the slowest rank's. The ops
 are compiled with TensorFlow's own flags into a temporary directory (or --lib):
 
-    .venv/bin/python benchmarks/tf_kernel_floor.py
-    .venv/bin/python benchmarks/tf_kernel_floor.py --inter-op 1 --extras
-    mpirun -np 2 --bind-to core .venv/bin/python benchmarks/tf_kernel_floor.py
+    .venv/bin/python benchmarks/studies/tf_kernel_floor.py
+    .venv/bin/python benchmarks/studies/tf_kernel_floor.py --inter-op 1 --extras
+    mpirun -np 2 --bind-to core .venv/bin/python benchmarks/studies/tf_kernel_floor.py
 
 with PYTHONPATH pointing at a built lockstep (python/) for the lockstep variant.
 TensorFlow sizes its inter-op pool by the cores the process may use: one thread
@@ -105,6 +105,13 @@ class Job:
         return result
 
 
+def mpicxx():
+    """The MPI compiler wrapper beside this Python (the venv's MPI, which mpi4py and
+    lockstep load), else the one on PATH: a system MPI's would not link against it."""
+    beside = os.path.join(os.path.dirname(sys.executable), "mpicxx")
+    return beside if os.path.exists(beside) else "mpicxx"
+
+
 def build(job, lib):
     """Compiles tf_floor_ops.cc with TensorFlow's flags (rank 0; the others wait)."""
     import tensorflow as tf
@@ -130,7 +137,7 @@ def build(job, lib):
         if job.comm:
             for part in ("compile", "link"):
                 command += subprocess.run(
-                    ["mpicxx", f"--showme:{part}"], check=True, capture_output=True, text=True
+                    [mpicxx(), f"--showme:{part}"], check=True, capture_output=True, text=True
                 ).stdout.split()
             command.append("-DFLOOR_WITH_MPI")
         subprocess.run(command, check=True)

@@ -8,7 +8,7 @@ cycle itself while it waits. `wake` restores the earlier behaviour for compariso
 result back), by switching off the dispatcher's check for the duration of its rounds.
 The two alternate round by round in one job; the times are rank 0's.
 
-    PYTHONPATH=python mpirun -np 2 --bind-to core .venv/bin/python benchmarks/sync_collectives_ab.py
+    PYTHONPATH=python mpirun -np 2 --bind-to core .venv/bin/python benchmarks/studies/sync_collectives_ab.py
 """
 
 import argparse

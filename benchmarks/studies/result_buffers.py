@@ -2,8 +2,8 @@
 against mpi4py into a fresh array, interleaved per size; prints rank 0's medians.
 Shows what recycling result buffers (docs/PERFORMANCE.md, "Result buffers") saves:
 
-    mpirun -np 2 --bind-to core .venv/bin/python benchmarks/result_buffers.py
-    LOCKSTEP_HOST_BUFFER_CACHE_BYTES=0 mpirun -np 2 --bind-to core .venv/bin/python benchmarks/result_buffers.py
+    mpirun -np 2 --bind-to core .venv/bin/python benchmarks/studies/result_buffers.py
+    LOCKSTEP_HOST_BUFFER_CACHE_BYTES=0 mpirun -np 2 --bind-to core .venv/bin/python benchmarks/studies/result_buffers.py
 """
 
 import time

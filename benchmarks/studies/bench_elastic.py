@@ -3,10 +3,10 @@ optimizer state (torch), and what a recovery costs (from killing a host's ranks 
 the first training step after it).
 
     # commit: 2 ranks on this machine
-    mpirun --allow-run-as-root -np 2 .venv/bin/python benchmarks/bench_elastic.py commit [--rounds 10]
+    mpirun --allow-run-as-root -np 2 .venv/bin/python benchmarks/studies/bench_elastic.py commit [--rounds 10]
     # recovery: 5 ranks on the pretend cluster (root), a host killed, the job goes on on 4
     # (in process and by a restart, alternating)
-    sudo .venv/bin/python benchmarks/bench_elastic.py recovery [--rounds 3]
+    sudo .venv/bin/python benchmarks/studies/bench_elastic.py recovery [--rounds 3]
 
 Commit figures per round, medians over rounds, on rank 0 (the host's writer):
 `save` is State.save() (deep copies of the model's and the optimizer's state_dicts,
@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 

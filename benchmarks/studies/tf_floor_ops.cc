@@ -1,5 +1,5 @@
 // Trivial TensorFlow kernels that measure TensorFlow's own floor for a custom op
-// inside tf.function (benchmarks/tf_kernel_floor.py builds and times them). Each
+// inside tf.function (benchmarks/studies/tf_kernel_floor.py builds and times them). Each
 // copies its input to a new output of the same shape; they differ only in how the
 // kernel finishes:
 //
