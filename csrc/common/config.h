@@ -36,7 +36,7 @@ struct Config {
   // reduces inside negotiation's one collective instead of in a second one of its own
   // (Controller::FillLane says when); 0: no lane. A multiple of 8, at most 256. Bit
   // for bit the same results as without it (docs/PERFORMANCE.md, "What negotiation
-  // now carries").
+  // carries").
   int negotiation_payload_bytes = 64;
   std::string timeline_path;  // empty: no timeline at start
   bool timeline_mark_cycles = false;
