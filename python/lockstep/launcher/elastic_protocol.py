@@ -19,3 +19,15 @@ RECOVERED_REPORT = "recovered in process: "
 # The job's hosts as the host list or discovery script named them, comma-separated in
 # the order mpirun fills them: init() sets HOROVOD_HOSTNAME from it.
 HOST_NAMES_VARIABLE = "LOCKSTEP_HOST_NAMES"
+# The job's secret for signing commit files (hex), made by the supervisor and passed
+# only in the ranks' environment: a file it did not sign is never unpickled.
+COMMIT_KEY_VARIABLE = "LOCKSTEP_ELASTIC_COMMIT_KEY"
+# Set for the jobs after one that committed: they refuse to start without a commit
+# rather than train again from the initial state.
+COMMITTED_VARIABLE = "LOCKSTEP_ELASTIC_COMMITTED"
+# What rank 0 reports at its first commit in a job, and when it resumes from one.
+COMMITTED_REPORT = "first commit of this job"
+RESUMED_REPORT = "resuming from commit"
+# What a rank reports before it exits because the training script raised (not a lost
+# peer): "rank 3 on node2 raised: ValueError: ...". Its host is blacklisted.
+RAISED_REPORT = " raised: "
