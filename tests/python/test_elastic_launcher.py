@@ -297,6 +297,16 @@ def test_a_script_that_raises_on_every_host_ends_the_run():
     )
 
 
+def test_no_commit_to_resume_from_ends_the_run_even_if_one_host_reported_it():
+    raised = report("rank 2 on node2 raised: NoCommitError: an earlier job of this run committed, but ...")
+    supervisor, logged, started = supervised_run([raised + "; exit 1"], {"node1": 2, "node2": 2})
+    assert len(started) == 1 and "NoCommitError: an earlier job" in str(supervisor.result), logged
+    from lockstep.common.elastic import runner
+    from lockstep.launcher import elastic_protocol
+
+    assert runner.NoCommitError.__name__ == elastic_protocol.NO_COMMIT_ERROR
+
+
 def test_every_host_blacklisted_ends_the_run_at_once():
     # Without a cool-down range no host comes back: waiting --elastic-timeout (600 s
     # here) would only delay the end.
@@ -401,3 +411,17 @@ def test_a_job_after_a_commit_refuses_to_start_without_one(tmp_path, built_exten
     assert run.returncode != 0, run.describe()
     assert "raised: NoCommitError: an earlier job of this run committed, but no host" in run.stdout, run.describe()
     assert "[train] start" not in run.stdout, run.describe()
+
+
+def test_rank_0_can_vouch_for_every_ranks_readiness():
+    # A script that sends other ranks' stdout to /dev/null used to keep the job from
+    # ever growing: the supervisor waited for each rank's own ready line.
+    from lockstep.launcher import elastic_supervisor
+
+    script = f"{report('ready rank 0')}; {report('every rank ready (3 ranks)')}"
+    watcher = elastic_supervisor.JobWatcher(["sh", "-c", script], None)
+    watcher.finish()
+    assert watcher.all_ready(3)
+    watcher = elastic_supervisor.JobWatcher(["sh", "-c", report("ready rank 0")], None)
+    watcher.finish()
+    assert not watcher.all_ready(3) and watcher.all_ready(1)

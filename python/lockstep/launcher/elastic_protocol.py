@@ -31,3 +31,10 @@ RESUMED_REPORT = "resuming from commit"
 # What a rank reports before it exits because the training script raised (not a lost
 # peer): "rank 3 on node2 raised: ValueError: ...". Its host is blacklisted.
 RAISED_REPORT = " raised: "
+# What rank 0 reports once every rank has installed its signal handlers (they all
+# have when they meet in the first collective of hvd.elastic.run), for a job whose
+# other ranks' output does not reach the supervisor.
+ALL_READY_REPORT = "every rank ready"
+# The error every rank of a job raises when an earlier job committed but none of its
+# hosts holds a commit: the run ends (restarting would train from the initial state).
+NO_COMMIT_ERROR = "NoCommitError"

@@ -92,6 +92,7 @@ class JobWatcher:
         # is reported failed by MPI on the others: that is no verdict on its host.
         self.aborting_ranks, self.reported_failed = set(), []
         self.recoveries = []  # [(host, slots)] after each recovery in process, in order
+        self.every_rank_ready = False  # rank 0 saw every rank past its handlers' install
         # The machine names MPI reports (gethostname) -> the host list's names for them.
         self.aliases = {}
         self.first_exit_report = None
@@ -130,6 +131,8 @@ class JobWatcher:
             self.ready.add(int(ready.group(1)))
             if ready.group(2):
                 self.aliases[ready.group(3)] = ready.group(2)
+        if protocol.ALL_READY_REPORT in report:
+            self.every_rank_ready = True
         raised = re.search(rf"rank (\d+) on (\S+){re.escape(protocol.RAISED_REPORT)}(.*)", report)
         if raised:
             self.outcome.raised[int(raised.group(1))] = (raised.group(2), raised.group(3).strip())
@@ -171,6 +174,12 @@ class JobWatcher:
             (self.verdicts if from_rank_0 else self.guesses).update(hosts)
         if self.first_exit_report is None:
             self.first_exit_report = time.monotonic()
+
+    def all_ready(self, num_proc):
+        """Whether every rank may be signalled: each said so, or rank 0 did for all (a
+        script may send other ranks' output elsewhere)."""
+        with self.lock:
+            return self.every_rank_ready or len(self.ready) >= num_proc
 
     def signal(self, signum):
         if self.process.poll() is None:
@@ -265,8 +274,12 @@ class Supervisor:
                 f"{outcome.returncode}; not training again"
             )
         if outcome.raised:
-            hosts = {host for host, _ in outcome.raised.values()}
-            if hosts >= set(self.job_hosts):
+            messages = [message for _, message in outcome.raised.values()]
+            # Every rank raises this one (they agreed on it), but the first to exit may end the others first.
+            for message in messages:
+                if message.startswith(protocol.NO_COMMIT_ERROR):
+                    raise ElasticError(f"the job cannot resume: {message}")
+            if {host for host, _ in outcome.raised.values()} >= set(self.job_hosts):
                 rank, (host, message) = min(outcome.raised.items())
                 raise ElasticError(
                     f"the training script raised on every host of the job (rank {rank} on {host}: {message}); "
@@ -367,7 +380,7 @@ class Supervisor:
             wanted = host_discovery.assign(self.hosts.available(), self.max_np)
             if sum(s for _, s in wanted) < self.min_np:
                 wanted = []
-            if dict(wanted) == dict(assignment) or wanted == notified or len(job.ready) < num_proc:
+            if dict(wanted) == dict(assignment) or wanted == notified or not job.all_ready(num_proc):
                 continue
             current = dict(assignment)
             removed = any(dict(wanted).get(host, 0) < slots for host, slots in current.items())

@@ -31,6 +31,7 @@ from lockstep.common.elastic.errors import HostsUpdatedInterrupt
 from lockstep.common.elastic.store import CommitStore
 from lockstep.common.exceptions import AbortedError, LockstepError
 from lockstep.launcher.elastic_protocol import (
+    ALL_READY_REPORT,
     EXIT_HOSTS_UPDATED,
     EXIT_PEER_LOST,
     RAISED_REPORT,
@@ -182,7 +183,8 @@ def _one_line(error):
 
 
 class NoCommitError(RuntimeError):
-    """An earlier job committed, but no host of this one holds a commit."""
+    """An earlier job committed, but no host of this one holds a commit. Its name is
+    elastic_protocol.NO_COMMIT_ERROR: the supervisor ends the run when it is reported."""
 
 
 def _resume(state, store, allgather_object):
@@ -192,6 +194,8 @@ def _resume(state, store, allgather_object):
     first: a host back from a cut-off may hold a stale commit with a current number."""
     state._store = store if basics.local_rank() == 0 else None
     everyone = allgather_object(store.newest() if basics.local_rank() == 0 else None)
+    if basics.rank() == 0:  # every rank installed its handlers before this collective
+        environment.report(f"{ALL_READY_REPORT} ({basics.size()} ranks)")
     best = newest_commit(everyone)
     if best is None:
         if environment.committed_before():
