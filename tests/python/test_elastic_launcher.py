@@ -389,7 +389,7 @@ def test_a_rank_that_raises_ends_the_job_instead_of_hanging(tmp_path, built_exte
     run = launch(
         ["-np", "2", "--host-discovery-script", "echo localhost:2", "--mpi-args=--oversubscribe", sys.executable]
         + [str(SCRIPT)],
-        timeout=120,
+        timeout=240,
         env={"LOCKSTEP_ELASTIC_COMMIT_DIR": str(tmp_path / "commits"), "LOCKSTEP_TEST_RAISE_ON_RANKS": "1"},
     )
     assert run.returncode == 1, run.stdout + run.stderr
@@ -407,7 +407,7 @@ def test_a_job_after_a_commit_refuses_to_start_without_one(tmp_path, built_exten
         "LOCKSTEP_ELASTIC_COMMIT_KEY": "ab" * 32,
         "LOCKSTEP_ELASTIC_COMMIT_DIR": str(tmp_path / "commits"),
     }
-    run = mpi_harness.run_ranks("elastic_torch_train.py", 2, timeout=120, env=env)
+    run = mpi_harness.run_ranks("elastic_torch_train.py", 2, timeout=240, env=env)
     assert run.returncode != 0, run.describe()
     assert "raised: NoCommitError: an earlier job of this run committed, but no host" in run.stdout, run.describe()
     assert "[train] start" not in run.stdout, run.describe()
