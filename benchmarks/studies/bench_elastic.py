@@ -20,6 +20,7 @@ the newest commit on its holder and syncing it to every rank.
 import argparse
 import os
 import re
+import secrets
 import statistics
 import sys
 import tempfile
@@ -49,7 +50,7 @@ def bench_commit(rounds):
     state = hvd.elastic.TorchState(model, optimizer, epoch=0)
     # Rank 0 writes, as the one rank per host that writes in an elastic job.
     root = tempfile.mkdtemp(prefix="lockstep-bench-elastic-", dir="/dev/shm") if hvd.rank() == 0 else None
-    store = CommitStore(root, environment.job_id()) if hvd.rank() == 0 else None
+    store = CommitStore(root, environment.job_id(), secrets.token_bytes(32)) if hvd.rank() == 0 else None
     state._store = store
     times = {"save": [], "commit": [], "write": [], "resume": []}
     for _ in range(rounds):

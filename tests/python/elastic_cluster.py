@@ -93,7 +93,10 @@ class ElasticRun:
         self.release_file.touch()
 
     def finish(self, timeout=180):
-        self.job.process.wait(timeout=timeout)
+        try:
+            self.job.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:  # what the job said is what tells why
+            raise AssertionError(f"lockstep-run did not end within {timeout} s\n{self.job.output()}") from None
         return self.job.process.returncode, self.job.output()
 
     def stop(self):

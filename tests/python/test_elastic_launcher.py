@@ -60,7 +60,7 @@ def test_assignment_keeps_host_order_and_caps_at_max_np():
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--min-np", "2", "-np", "2", "x"], "need --host-discovery-script"),
+        (["--min-np", "2", "-np", "2", "x"], "need --host-discovery-script or fixed hosts (-H/--hostfile)"),
         (["--host-discovery-script", "d", "-H", "a:1", "x"], "drop -H/--hostfile"),
         (
             ["--host-discovery-script", "d", "--min-np", "3", "--max-np", "2", "x"],
@@ -240,3 +240,188 @@ def test_elastic_script_runs_under_plain_mpirun(tmp_path, built_extension):
     run = mpi_harness.run_ranks("elastic_torch_train.py", 2, timeout=240, env={"LOCKSTEP_TEST_STEP_SECONDS": "0"})
     assert run.returncode == 0, run.describe()
     assert "[result]" in run.stdout and "[lockstep-elastic]" not in run.stdout, run.describe()
+
+
+def supervised_run(jobs, hosts, **flags):
+    """A Supervisor whose jobs are shell scripts printing what workers and mpirun print:
+    `jobs[g]` is generation g's. Returns (supervisor, what it logged, each job's
+    (hosts, environment)); the run's end is in supervisor.result (0 or the ElasticError)."""
+    import argparse
+
+    from lockstep.launcher import elastic_supervisor
+
+    options = dict(blacklist_cooldown_range=None, host_discovery_script=None, min_np=1, num_proc=None)
+    options.update(max_np=None, elastic_timeout=600, reset_limit=None, **flags)
+    started, logged = [], []
+
+    def build_command(assignment, num_proc, env):
+        started.append((assignment, env))
+        return ["sh", "-c", jobs[len(started) - 1]], None
+
+    supervisor = elastic_supervisor.Supervisor(
+        argparse.Namespace(**options), {}, build_command, log=logged.append, discover=lambda: dict(hosts)
+    )
+    try:
+        supervisor.result = supervisor.run()
+    except elastic_supervisor.ElasticError as error:
+        supervisor.result = error
+    return supervisor, logged, started
+
+
+def report(line):
+    return f"echo '[lockstep-elastic] {line}'"
+
+
+def test_a_worker_that_raises_has_its_host_blacklisted_and_the_job_goes_on_without_it():
+    raised = report("rank 1 on node2 raised: ValueError: a bug") + "; exit 1"
+    committed = report("first commit of this job (number 1)")
+    supervisor, logged, started = supervised_run(
+        [f"{committed}; {raised}", report("training finished")], {"node1": 1, "node2": 1}
+    )
+    assert supervisor.result == 0, logged
+    assert [hosts for hosts, _ in started] == [[("node1", 1), ("node2", 1)], [("node1", 1)]]
+    assert "blacklisting node2" in logged and supervisor.resets == 1
+    # Each job gets the run's signing key; the second must find the commit the first made.
+    keys = {env["LOCKSTEP_ELASTIC_COMMIT_KEY"] for _, env in started}
+    assert len(keys) == 1 and len(keys.pop()) == 64
+    assert "LOCKSTEP_ELASTIC_COMMITTED" not in started[0][1] and started[1][1]["LOCKSTEP_ELASTIC_COMMITTED"] == "1"
+
+
+def test_a_script_that_raises_on_every_host_ends_the_run():
+    raised = [report(f"rank {rank} on node{rank + 1} raised: KeyError: x") for rank in (1, 0)]
+    supervisor, logged, started = supervised_run(["; ".join(raised) + "; exit 1"], {"node1": 1, "node2": 1})
+    assert isinstance(supervisor.result, Exception) and len(started) == 1, logged
+    assert str(supervisor.result) == (
+        "the training script raised on every host of the job (rank 0 on node1: KeyError: x); "
+        "a restart would fail the same way"
+    )
+
+
+def test_no_commit_to_resume_from_ends_the_run_even_if_one_host_reported_it():
+    raised = report("rank 2 on node2 raised: NoCommitError: an earlier job of this run committed, but ...")
+    supervisor, logged, started = supervised_run([raised + "; exit 1"], {"node1": 2, "node2": 2})
+    assert len(started) == 1 and "NoCommitError: an earlier job" in str(supervisor.result), logged
+    from lockstep.common.elastic import runner
+    from lockstep.launcher import elastic_protocol
+
+    assert runner.NoCommitError.__name__ == elastic_protocol.NO_COMMIT_ERROR
+
+
+def test_every_host_blacklisted_ends_the_run_at_once():
+    # Without a cool-down range no host comes back: waiting --elastic-timeout (600 s
+    # here) would only delay the end.
+    import time
+
+    killed = "echo 'mpirun noticed that process rank 0 with PID 0 on node {} exited on signal 9 (Killed).' >&2; exit 1"
+    started_at = time.monotonic()
+    supervisor, logged, started = supervised_run(
+        [killed.format(host) for host in ("node2", "node1")], {"node1": 1, "node2": 1}
+    )
+    assert len(started) == 2 and [line for line in logged if "blacklisting" in line] == [
+        "blacklisting node2",
+        "blacklisting node1",
+    ]
+    assert "every host is blacklisted after failures (node1, node2)" in str(supervisor.result), supervisor.result
+    assert time.monotonic() - started_at < 60
+
+
+def test_nothing_is_retrained_after_training_finished():
+    # The commits are removed once training finishes: a restart would start over.
+    ended = report("training finished")
+    ended += "; echo 'mpirun noticed that process rank 1 with PID 0 on node node2 exited on signal 9 (Killed).' >&2"
+    supervisor, logged, started = supervised_run([ended + "; exit 1"], {"node1": 1, "node2": 1})
+    assert len(started) == 1, logged
+    assert "training finished (rank 0 said so), but the job then ended with mpirun exit status 1" in str(
+        supervisor.result
+    )
+
+
+def test_blame_in_machine_names_blacklists_the_host_lists_name():
+    # The host list names hosts by address; MPI and lockstep name the machine.
+    from lockstep.launcher import elastic_supervisor
+
+    lines = [report(f"ready rank {rank} host 10.77.0.{rank + 1} machine host{rank}") for rank in (0, 1)]
+    lines.append("echo 'mpirun noticed that process rank 1 with PID 0 on node host1 exited on signal 9 (Killed).'")
+    outcome = elastic_supervisor.JobWatcher(["sh", "-c", "; ".join(lines) + "; exit 1"], None).finish()
+    assert outcome.peer_lost and outcome.blamed == {"10.77.0.2"}
+
+
+def test_fixed_hosts_make_an_elastic_run_with_min_np():
+    args = launcher.parse_args(["-H", "10.77.0.1:2,10.77.0.2:2", "--min-np", "2", "python", "train.py"])
+    launcher.validate(args, {})
+    assert launcher.elastic_requested(args)
+
+
+def test_sigterm_or_sighup_stops_the_job_and_the_launcher(tmp_path):
+    # An elastic run on fixed hosts (-H with --min-np) whose job sleeps: the signal
+    # must end the job too, not leave it running without a supervisor.
+    import os
+    import signal
+    import time
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        marker = f"lockstep-test-sleeper-{signum}-{os.getpid()}"
+        command = [sys.executable, str(RUN_PY), "-H", "localhost:1", "--min-np", "1"]
+        command += [sys.executable, "-c", f"import time; print('{marker}', flush=True); time.sleep(300)"]
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=mpi_harness.child_environment({})
+        )
+        assert process.stdout.readline().strip() == marker  # the job runs
+        process.send_signal(signum)
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == 128 + signum, stderr
+        assert f"stopped by {signal.Signals(signum).name}; the job was ended" in stderr, stderr
+        time.sleep(0.5)
+        left = [pid for pid in os.listdir("/proc") if pid.isdigit() and _cmdline_has(pid, marker)]
+        assert not left, f"the job outlived lockstep-run: {left}"
+
+
+def _cmdline_has(pid, text):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return text.encode() in cmdline.read()
+    except OSError:
+        return False
+
+
+def test_a_rank_that_raises_ends_the_job_instead_of_hanging(tmp_path, built_extension):
+    # Its peers used to wait for its next collective, and it for them in shutdown.
+    run = launch(
+        ["-np", "2", "--host-discovery-script", "echo localhost:2", "--mpi-args=--oversubscribe", sys.executable]
+        + [str(SCRIPT)],
+        timeout=240,
+        env={"LOCKSTEP_ELASTIC_COMMIT_DIR": str(tmp_path / "commits"), "LOCKSTEP_TEST_RAISE_ON_RANKS": "1"},
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "rank 1 on localhost raised: ValueError: a bug on rank 1" in run.stdout, run.stdout + run.stderr
+    assert "the training script raised on every host of the job (rank 1 on localhost" in run.stderr, run.stderr
+
+
+def test_a_job_after_a_commit_refuses_to_start_without_one(tmp_path, built_extension):
+    # An earlier job committed (the supervisor says so), but no host here holds a commit:
+    # training again from the initial state would go unnoticed.
+    env = {
+        "LOCKSTEP_ELASTIC_JOB_ID": "resume-test",
+        "LOCKSTEP_ELASTIC_GENERATION": "1",
+        "LOCKSTEP_ELASTIC_COMMITTED": "1",
+        "LOCKSTEP_ELASTIC_COMMIT_KEY": "ab" * 32,
+        "LOCKSTEP_ELASTIC_COMMIT_DIR": str(tmp_path / "commits"),
+    }
+    run = mpi_harness.run_ranks("elastic_torch_train.py", 2, timeout=240, env=env)
+    assert run.returncode != 0, run.describe()
+    assert "raised: NoCommitError: an earlier job of this run committed, but no host" in run.stdout, run.describe()
+    assert "[train] start" not in run.stdout, run.describe()
+
+
+def test_rank_0_can_vouch_for_every_ranks_readiness():
+    # A script that sends other ranks' stdout to /dev/null used to keep the job from
+    # ever growing: the supervisor waited for each rank's own ready line.
+    from lockstep.launcher import elastic_supervisor
+
+    script = f"{report('ready rank 0')}; {report('every rank ready (3 ranks)')}"
+    watcher = elastic_supervisor.JobWatcher(["sh", "-c", script], None)
+    watcher.finish()
+    assert watcher.all_ready(3)
+    watcher = elastic_supervisor.JobWatcher(["sh", "-c", report("ready rank 0")], None)
+    watcher.finish()
+    assert not watcher.all_ready(3) and watcher.all_ready(1)

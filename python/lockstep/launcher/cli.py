@@ -169,17 +169,24 @@ def add_elastic_arguments(parser):
     )
 
 
+def elastic_requested(args):
+    """An elastic run: a discovery script, or fixed hosts (-H/--hostfile) with elastic flags."""
+    flags = (args.min_np, args.max_np, args.reset_limit, args.blacklist_cooldown_range)
+    return bool(args.host_discovery_script) or any(value is not None for value in flags)
+
+
 def validate_elastic(args):
-    if not args.host_discovery_script:
-        if any(
-            value is not None for value in (args.min_np, args.max_np, args.reset_limit, args.blacklist_cooldown_range)
-        ):
-            raise LaunchError(
-                "--min-np, --max-np, --reset-limit and --blacklist-cooldown-range need --host-discovery-script"
-            )
+    if not elastic_requested(args):
         return
-    if args.hosts or args.hostfile or args.launcher != "mpirun":
-        raise LaunchError("--host-discovery-script decides the hosts: drop -H/--hostfile/--launcher srun")
+    if not (args.host_discovery_script or args.hosts or args.hostfile):
+        raise LaunchError(
+            "--min-np, --max-np, --reset-limit and --blacklist-cooldown-range need --host-discovery-script "
+            "or fixed hosts (-H/--hostfile)"
+        )
+    if args.host_discovery_script and (args.hosts or args.hostfile):
+        raise LaunchError("--host-discovery-script decides the hosts: drop -H/--hostfile")
+    if args.launcher != "mpirun":
+        raise LaunchError("elastic runs start their jobs with mpirun: drop --launcher srun")
     for name in ("num_proc", "min_np", "max_np"):
         value = getattr(args, name)
         if value is not None and value < 1:
@@ -196,20 +203,25 @@ def validate_elastic(args):
 
 
 def run_supervised(args, env):
-    """An elastic run: mpirun jobs on the hosts discovered, restarted on changes."""
+    """An elastic run: mpirun jobs on the hosts discovered (or the fixed hosts given,
+    minus those that failed), restarted on changes."""
     mpirun = find_launcher(args, env)
+    discover = None
+    if not args.host_discovery_script:
+        fixed = dict(resolve_hosts(args, env))
+        discover = fixed.copy
 
     def build_command(assignment, num_proc, job_env):
         job_args = argparse.Namespace(**vars(args))
         job_args.hosts, job_args.num_proc = host_lists.format_host_list(assignment), num_proc
-        job_args.no_slurm = True
+        job_args.hostfile, job_args.no_slurm = None, True
         launch = build_mpirun_command(job_args, job_env, mpirun=mpirun)
         launch.command[1:1] = mpi_launcher.fault_tolerance_args(mpirun)
         if args.verbose:
             print(shell_line(launch), file=sys.stderr, flush=True)
         return launch.command, launch.env
 
-    return elastic_supervisor.supervise(args, env, build_command)
+    return elastic_supervisor.supervise(args, env, build_command, discover=discover)
 
 
 def parse_args(argv):
@@ -410,7 +422,7 @@ def run(argv):
         return 0
     env = dict(os.environ)
     validate(args, env)
-    if args.host_discovery_script:
+    if elastic_requested(args):
         if args.dry_run:
             raise LaunchError("--dry-run shows one mpirun command; an elastic run starts one per membership")
         return run_supervised(args, env)

@@ -9,9 +9,13 @@ mpirun on the usable hosts, and
   commit (exit code 75) and the next job starts on the new hosts;
 - on a lost peer (a rank's exit code 76, or mpirun reporting a rank killed by a
   signal), blacklists the hosts named and starts the next job without them;
+- on a worker that raised (a bug), blacklists its host, or ends the run if every
+  host of the job raised;
 each next job resumes from the newest commit a surviving host holds. Every restart
 counts against --reset-limit; fewer than --min-np slots for --elastic-timeout
-seconds ends the run.
+seconds, or every host blacklisted for good, ends the run, and so does any failure
+once rank 0 reported that training finished (nothing is trained twice). SIGTERM and
+SIGHUP stop the job and end the run.
 """
 
 import os
@@ -69,6 +73,8 @@ class JobOutcome:
     hosts_updated: bool = False
     peer_lost: bool = False
     blamed: set = field(default_factory=set)
+    raised: dict = field(default_factory=dict)  # {rank: (host, "ValueError: ...")}
+    committed: bool = False  # a commit exists: later jobs must find one
 
 
 class JobWatcher:
@@ -86,6 +92,9 @@ class JobWatcher:
         # is reported failed by MPI on the others: that is no verdict on its host.
         self.aborting_ranks, self.reported_failed = set(), []
         self.recoveries = []  # [(host, slots)] after each recovery in process, in order
+        self.every_rank_ready = False  # rank 0 saw every rank past its handlers' install
+        # The machine names MPI reports (gethostname) -> the host list's names for them.
+        self.aliases = {}
         self.first_exit_report = None
         self._threads = [
             threading.Thread(target=self._read, args=(stream, echo), daemon=True)
@@ -117,9 +126,18 @@ class JobWatcher:
 
     def _note_report(self, report):
         """One worker report (the text after the prefix); the lock is held."""
-        ready = re.search(r"ready rank (\d+)", report)
+        ready = re.search(r"ready rank (\d+)(?: host (\S+) machine (\S+))?", report)
         if ready:
             self.ready.add(int(ready.group(1)))
+            if ready.group(2):
+                self.aliases[ready.group(3)] = ready.group(2)
+        if protocol.ALL_READY_REPORT in report:
+            self.every_rank_ready = True
+        raised = re.search(rf"rank (\d+) on (\S+){re.escape(protocol.RAISED_REPORT)}(.*)", report)
+        if raised:
+            self.outcome.raised[int(raised.group(1))] = (raised.group(2), raised.group(3).strip())
+        if protocol.COMMITTED_REPORT in report or protocol.RESUMED_REPORT in report:
+            self.outcome.committed = True
         if protocol.RECOVERED_REPORT in report:
             survivors = report.split(protocol.RECOVERED_REPORT, 1)[1].split(" ranks on ", 1)[-1].split()[0]
             self.recoveries.append(
@@ -157,6 +175,12 @@ class JobWatcher:
         if self.first_exit_report is None:
             self.first_exit_report = time.monotonic()
 
+    def all_ready(self, num_proc):
+        """Whether every rank may be signalled: each said so, or rank 0 did for all (a
+        script may send other ranks' output elsewhere)."""
+        with self.lock:
+            return self.every_rank_ready or len(self.ready) >= num_proc
+
     def signal(self, signum):
         if self.process.poll() is None:
             self.process.send_signal(signum)
@@ -190,25 +214,32 @@ class JobWatcher:
             thread.join(timeout=10)
         self.outcome.returncode = self.process.returncode
         failed = {host for ranks, host in self.reported_failed if not ranks <= self.aborting_ranks}
-        self.outcome.blamed |= (self.verdicts | failed) or self.guesses
+        blamed = (self.verdicts | failed) or self.guesses
+        # Blame names MPI's machine names, the blacklist the host list's.
+        self.outcome.blamed = {self.aliases.get(host, host) for host in self.outcome.blamed | blamed}
         return self.outcome
 
 
 class Supervisor:
-    def __init__(self, args, env, build_command, log=None):
+    def __init__(self, args, env, build_command, log=None, discover=None):
+        """`discover`: () -> {host: slots}; by default the discovery script's."""
         self.args = args
         self.env = env
         self.build_command = build_command  # (hosts, num_proc, env) -> (argv, env)
         self.log = log or (lambda message: print(f"lockstep-run: {message}", file=sys.stderr, flush=True))
         cooldown = tuple(args.blacklist_cooldown_range) if args.blacklist_cooldown_range else None
-        self.hosts = host_discovery.HostManager(
-            lambda: host_discovery.run_discovery_script(args.host_discovery_script), host_discovery.Blacklist(cooldown)
-        )
+        discover = discover or (lambda: host_discovery.run_discovery_script(args.host_discovery_script))
+        self.hosts = host_discovery.HostManager(discover, host_discovery.Blacklist(cooldown))
+        self.permanent_blacklist = cooldown is None
         self.min_np = args.min_np or args.num_proc or 1
         self.max_np = args.max_np
         self.timeout = args.elastic_timeout
         self.job_id = secrets.token_hex(8)
+        # Signs the ranks' commit files; only ever in their environment, never on disk.
+        self.commit_key = secrets.token_hex(32)
         self.resets = 0
+        self.committed = False  # some job made a commit: later ones must resume from one
+        self.job_hosts, self.blacklisted_in_job = [], set()  # the current job's hosts, and those blacklisted
 
     def run(self):
         generation, previous = 0, None
@@ -223,16 +254,46 @@ class Supervisor:
                     f"carried over (previous: {_describe(previous)}; now: {_describe(assignment)})"
                 )
             outcome = self.run_generation(assignment, generation)
-            if outcome.returncode == 0 and (outcome.finished or not (outcome.hosts_updated or outcome.peer_lost)):
+            self.committed |= outcome.committed
+            if self.finished(outcome):
                 return 0
-            if not (outcome.hosts_updated or outcome.peer_lost):
-                raise ElasticError(
-                    f"the training script failed (mpirun exit status {outcome.returncode}) "
-                    "without a lost host or a change of hosts; see its output above"
-                )
-            self.blacklist(outcome.blamed)
-            self.count_reset("a lost host" if outcome.peer_lost else "a change of hosts")
+            self.blacklist(outcome.blamed | {host for host, _ in outcome.raised.values()})
+            lost = "a lost host" if outcome.peer_lost else "a change of hosts"
+            self.count_reset("a failed worker" if outcome.raised else lost)
             previous, generation = assignment, generation + 1
+
+    def finished(self, outcome):
+        """Whether the run is over after this job: True if it succeeded; raises where it
+        failed for good. False: the next job resumes from the newest commit."""
+        if outcome.finished:
+            # The commits may be gone: a restart would train again from the start.
+            if outcome.returncode == 0:
+                return True
+            raise ElasticError(
+                f"training finished (rank 0 said so), but the job then ended with mpirun exit status "
+                f"{outcome.returncode}; not training again"
+            )
+        if outcome.raised:
+            messages = [message for _, message in outcome.raised.values()]
+            # Every rank raises this one (they agreed on it), but the first to exit may end the others first.
+            for message in messages:
+                if message.startswith(protocol.NO_COMMIT_ERROR):
+                    raise ElasticError(f"the job cannot resume: {message}")
+            if {host for host, _ in outcome.raised.values()} >= set(self.job_hosts):
+                rank, (host, message) = min(outcome.raised.items())
+                raise ElasticError(
+                    f"the training script raised on every host of the job (rank {rank} on {host}: {message}); "
+                    "a restart would fail the same way"
+                )
+            return False
+        if outcome.returncode == 0 and not (outcome.hosts_updated or outcome.peer_lost):
+            return True
+        if not (outcome.hosts_updated or outcome.peer_lost):
+            raise ElasticError(
+                f"the training script failed (mpirun exit status {outcome.returncode}) "
+                "without a lost host or a change of hosts; see its output above"
+            )
+        return False
 
     def recovered(self, assignment, survivors):
         """The job went on in process on `survivors` ([(host, ranks)]): the hosts that
@@ -244,7 +305,8 @@ class Supervisor:
         return survivors, sum(slots for _, slots in survivors)
 
     def blacklist(self, hosts):
-        for host in sorted(hosts):
+        for host in sorted(set(hosts) - self.blacklisted_in_job):  # once per job: cool-downs double
+            self.blacklisted_in_job.add(host)
             delay = self.hosts.blacklist.add(host)
             self.log(f"blacklisting {host}" + ("" if delay == float("inf") else f" for {delay:.0f} s"))
 
@@ -266,8 +328,13 @@ class Supervisor:
             count = sum(slots for _, slots in available)
             if count >= needed:
                 return host_discovery.assign(available, self.max_np)
+            blacklisted = self.hosts.blacklist.hosts()
+            if self.permanent_blacklist and self.hosts.discovered and set(self.hosts.discovered) <= set(blacklisted):
+                raise ElasticError(
+                    f"every host is blacklisted after failures ({', '.join(blacklisted)}), for good without "
+                    "--blacklist-cooldown-range: no host is left to train on"
+                )
             if time.monotonic() >= deadline:
-                blacklisted = self.hosts.blacklist.hosts()
                 raise ElasticError(
                     f"timed out after {self.timeout:g} s (--elastic-timeout) waiting for {needed} slots "
                     f"(-np/--min-np): {needed - count} missing; available: {_describe(available) or 'none'}"
@@ -281,9 +348,13 @@ class Supervisor:
         env[protocol.JOB_ID_VARIABLE] = self.job_id
         env[protocol.GENERATION_VARIABLE] = str(generation)
         env[protocol.MIN_NP_VARIABLE] = str(self.min_np)
+        env[protocol.COMMIT_KEY_VARIABLE] = self.commit_key
+        if self.committed:
+            env[protocol.COMMITTED_VARIABLE] = "1"
         env["HOROVOD_ELASTIC"] = "1"  # Horovod's elastic workers see it
         command, env = self.build_command(assignment, num_proc, env)
         self.log(f"generation {generation}: {num_proc} ranks on {_describe(assignment)}")
+        self.job_hosts, self.blacklisted_in_job = [host for host, _ in assignment], set()
         job = JobWatcher(command, env)
         try:
             self.watch(job, assignment, num_proc)
@@ -309,7 +380,7 @@ class Supervisor:
             wanted = host_discovery.assign(self.hosts.available(), self.max_np)
             if sum(s for _, s in wanted) < self.min_np:
                 wanted = []
-            if dict(wanted) == dict(assignment) or wanted == notified or len(job.ready) < num_proc:
+            if dict(wanted) == dict(assignment) or wanted == notified or not job.all_ready(num_proc):
                 continue
             current = dict(assignment)
             removed = any(dict(wanted).get(host, 0) < slots for host, slots in current.items())
@@ -338,9 +409,27 @@ def _describe(hosts):
     return ",".join(f"{host}:{slots}" for host, slots in hosts)
 
 
-def supervise(args, env, build_command):
+class Stopped(BaseException):
+    """lockstep-run got SIGTERM or SIGHUP: the job is stopped on the way out. A
+    BaseException, so that no `except Exception` on the way swallows it."""
+
+    def __init__(self, signum):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _stop_on_signal(signum, _frame):
+    for other in (signal.SIGTERM, signal.SIGHUP):  # a second one must not cut the cleanup short
+        signal.signal(other, signal.SIG_IGN)
+    raise Stopped(signum)
+
+
+def supervise(args, env, build_command, discover=None):
     """Run the elastic job; the exit status for lockstep-run."""
-    supervisor = Supervisor(args, env, build_command)
+    supervisor = Supervisor(args, env, build_command, discover=discover)
+    # Without handlers, SIGTERM or SIGHUP would end lockstep-run and leave mpirun running.
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _stop_on_signal)
     try:
         return supervisor.run()
     except (ElasticError, host_discovery.DiscoveryError) as error:
@@ -349,3 +438,6 @@ def supervise(args, env, build_command):
     except KeyboardInterrupt:  # the running job was stopped on the way out
         print("lockstep-run: interrupted", file=sys.stderr, flush=True)
         return 130
+    except Stopped as stopped:
+        print(f"lockstep-run: stopped by {stopped}; the job was ended", file=sys.stderr, flush=True)
+        return 128 + stopped.signum

@@ -15,7 +15,9 @@ Steps take no extra time (LOCKSTEP_TEST_STEP_SECONDS paces them, for a benchmark
 test that acts on the running job holds it at a commit until it has (elastic_hold.py).
 With LOCKSTEP_TEST_LARGE_AFTER_HOLD set, the ranks run large allreduces once released
 (before that commit, which they leave out of the model), for a test that cuts a host
-off in the middle of a data collective.
+off in the middle of a data collective. LOCKSTEP_TEST_RAISE_ON_RANKS=1,2 makes those
+ranks raise ValueError (a bug) at their commit after LOCKSTEP_TEST_RAISE_AT commits
+(default 2), in the first job only.
 """
 
 import json
@@ -116,6 +118,10 @@ def run_elastic():
                 time.sleep(STEP_SECONDS)
 
         def commit(self, state):
+            raise_at = int(os.environ.get("LOCKSTEP_TEST_RAISE_AT", "2"))
+            if state.commits == raise_at and str(rank) in os.environ.get("LOCKSTEP_TEST_RAISE_ON_RANKS", "").split(","):
+                if os.environ.get("LOCKSTEP_ELASTIC_GENERATION", "0") == "0":
+                    raise ValueError(f"a bug on rank {rank}")
             if hold(state.commits, rank) and os.environ.get("LOCKSTEP_TEST_LARGE_AFTER_HOLD"):
                 large_allreduces(hvd, rank)
             state.commits += 1

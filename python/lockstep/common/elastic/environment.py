@@ -1,10 +1,13 @@
 """What the elastic supervisor tells its workers, through LOCKSTEP_ELASTIC_* variables."""
 
 import os
+import socket
 import sys
 
 from lockstep.launcher.elastic_protocol import (
     COMMIT_DIR_VARIABLE,
+    COMMIT_KEY_VARIABLE,
+    COMMITTED_VARIABLE,
     GENERATION_VARIABLE,
     JOB_ID_VARIABLE,
     MIN_NP_VARIABLE,
@@ -51,6 +54,25 @@ def commit_root():
         return base
     shm = "/dev/shm" if os.path.isdir("/dev/shm") else os.environ.get("TMPDIR", "/tmp")
     return os.path.join(shm, f"lockstep-elastic-{os.geteuid()}")
+
+
+def commit_key():
+    """The job's key for signing commit files (bytes; empty outside a supervised job)."""
+    try:
+        return bytes.fromhex(os.environ.get(COMMIT_KEY_VARIABLE, ""))
+    except ValueError:
+        return b""
+
+
+def committed_before():
+    """Whether an earlier job of this run made a commit: then one must be found."""
+    return os.environ.get(COMMITTED_VARIABLE) == "1"
+
+
+def host_name():
+    """This host as the host list or discovery script names it (what the supervisor
+    blacklists), once init() has set HOROVOD_HOSTNAME; else the machine's name."""
+    return os.environ.get("HOROVOD_HOSTNAME") or socket.gethostname()
 
 
 def world_rank():

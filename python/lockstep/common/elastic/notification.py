@@ -9,6 +9,7 @@ different times.
 """
 
 import signal
+import socket
 import threading
 
 from lockstep.common.elastic import environment
@@ -41,7 +42,11 @@ def install():
             signal.siginterrupt(signum, False)
         _installed = True
     if environment.supervised():
-        environment.report(f"ready rank {environment.world_rank()}")
+        # Its host under both names: the supervisor blacklists the host list's name for
+        # the machine name that MPI's and lockstep's messages give.
+        environment.report(
+            f"ready rank {environment.world_rank()} host {environment.host_name()} machine {socket.gethostname()}"
+        )
 
 
 def peek_pending():

@@ -13,22 +13,31 @@ the worker finishes writing its last commit and exits with a code that tells the
 supervisor why; the supervisor starts a new job on the hosts that are healthy now,
 and there `run` first agrees with the other ranks on the newest commit any host
 holds, loads it on one holder and syncs it to everyone (Horovod's restore-then-sync,
-across the restart). Outside such a job, `run` syncs, calls the function, and lets
-errors propagate.
+across the restart); after the sync every host holds that commit. Any other error
+(a bug) is reported and ends the process, and the supervisor blacklists its host,
+as Horovod's driver does. Outside such a job, `run` syncs, calls the function, and
+lets errors propagate.
 """
 
 import functools
 import os
-import socket
 import sys
 import time
+import traceback
 
 from lockstep.common import basics
 from lockstep.common.elastic import environment, notification
 from lockstep.common.elastic.errors import HostsUpdatedInterrupt
 from lockstep.common.elastic.store import CommitStore
 from lockstep.common.exceptions import AbortedError, LockstepError
-from lockstep.launcher.elastic_protocol import EXIT_HOSTS_UPDATED, EXIT_PEER_LOST, RECOVERED_REPORT
+from lockstep.launcher.elastic_protocol import (
+    ALL_READY_REPORT,
+    EXIT_HOSTS_UPDATED,
+    EXIT_PEER_LOST,
+    RAISED_REPORT,
+    RECOVERED_REPORT,
+    RESUMED_REPORT,
+)
 
 
 def run_fn(func, allgather_object):
@@ -40,38 +49,68 @@ def run_fn(func, allgather_object):
         if not environment.supervised():
             state.sync()
             return func(state, *args, **kwargs)
-        store = CommitStore(environment.commit_root(), environment.job_id())
-        in_process = basics.can_recover_in_process() and environment.in_process_recovery_wanted()
-        state._agree_before_commit = in_process
-        resumed = False
-        while True:
-            try:
-                if not resumed:
-                    _resume(state, store, allgather_object)
-                    resumed = True
-                state.sync()
-                # Asked now: `func` may call shutdown() itself, after which the queries raise.
-                rank, local_rank = basics.rank(), basics.local_rank()
-                result = func(state, *args, **kwargs)
-                break
-            except HostsUpdatedInterrupt:
-                # Every rank is alive: wait until all have their commit on file, since the
-                # first to exit ends the job.
-                _leave(
-                    store,
-                    EXIT_HOSTS_UPDATED,
-                    f"hosts updated at commit {state._commit_number}",
-                    lambda: allgather_object(None),
-                )
-            except Exception as error:
-                if not lost_peer(error):
-                    raise
-                if not (in_process and _recover(state, store, error, allgather_object)):
-                    _leave(store, EXIT_PEER_LOST, f"peer lost: {_one_line(error)}")
-        _finish(store, rank, local_rank)
-        return result
+        try:
+            return _supervised(func, state, allgather_object, args, kwargs)
+        except Exception as error:
+            _fail(error)
 
     return wrapper
+
+
+def _supervised(func, state, allgather_object, args, kwargs):
+    """`func` in a job of lockstep-run's elastic supervisor: resumed from the newest
+    commit, recovered in process or left for a restart after a lost peer."""
+    store = CommitStore(
+        environment.commit_root(), environment.job_id(), environment.commit_key(), generation=environment.generation()
+    )
+    in_process = basics.can_recover_in_process() and environment.in_process_recovery_wanted()
+    state._agree_before_commit = in_process
+    resumed_from = False
+    while True:
+        try:
+            if resumed_from is False:
+                resumed_from = _resume(state, store, allgather_object)
+            state.sync()
+            if resumed_from:
+                _spread(state, store, resumed_from)
+                resumed_from = None
+            # Asked now: `func` may call shutdown() itself, after which the queries raise.
+            rank, local_rank = basics.rank(), basics.local_rank()
+            result = func(state, *args, **kwargs)
+            break
+        except HostsUpdatedInterrupt:
+            # Every rank is alive: wait until all have their commit on file, since the
+            # first to exit ends the job.
+            _leave(
+                store,
+                EXIT_HOSTS_UPDATED,
+                f"hosts updated at commit {state._commit_number}",
+                lambda: allgather_object(None),
+            )
+        except Exception as error:
+            if not lost_peer(error):
+                raise
+            if not (in_process and _recover(state, store, error, allgather_object)):
+                _leave(store, EXIT_PEER_LOST, f"peer lost: {_one_line(error)}")
+    _finish(store, rank, local_rank, lambda: allgather_object(None))
+    return result
+
+
+def _fail(error):
+    """The training script raised (not a lost peer): a restart on the same host would
+    fail alike. Tell the supervisor, which blacklists this host (ending the run if every
+    host raised), and end the process at once: a normal exit would wait in lockstep's
+    shutdown for peers that wait for this rank's next collective."""
+    try:
+        traceback.print_exc()
+        environment.report(
+            f"rank {environment.world_rank()} on {environment.host_name()}{RAISED_REPORT}"
+            f"{type(error).__name__}: {_one_line(error)}"
+        )
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
 
 
 def _recover(state, store, error, allgather_object):
@@ -96,7 +135,7 @@ def _recover(state, store, error, allgather_object):
     state.restore()
     state._sync_root = 0
     state._store = store if basics.local_rank() == 0 else None
-    hosts = allgather_object(os.environ.get("HOROVOD_HOSTNAME") or socket.gethostname())
+    hosts = allgather_object(environment.host_name())
     if basics.rank() == 0:
         counts = ",".join(f"{host}:{hosts.count(host)}" for host in dict.fromkeys(hosts))
         environment.report(
@@ -143,26 +182,54 @@ def _one_line(error):
     return " ".join(text.split())
 
 
+class NoCommitError(RuntimeError):
+    """An earlier job committed, but no host of this one holds a commit. Its name is
+    elastic_protocol.NO_COMMIT_ERROR: the supervisor ends the run when it is reported."""
+
+
 def _resume(state, store, allgather_object):
     """Load the newest commit any host holds into `state` on its lowest-ranked holder,
-    which then roots the sync. One rank per host looks, since they share the folder."""
+    which then roots the sync; its (generation, number), or None without one. One rank
+    per host looks, since they share the folder. Commits are ordered by generation
+    first: a host back from a cut-off may hold a stale commit with a current number."""
     state._store = store if basics.local_rank() == 0 else None
-    newest = store.newest() if basics.local_rank() == 0 else -1
-    everyone = allgather_object(newest)
-    best = max(everyone)
-    if best < 0:
-        return
+    everyone = allgather_object(store.newest() if basics.local_rank() == 0 else None)
+    if basics.rank() == 0:  # every rank installed its handlers before this collective
+        environment.report(f"{ALL_READY_REPORT} ({basics.size()} ranks)")
+    best = newest_commit(everyone)
+    if best is None:
+        if environment.committed_before():
+            raise NoCommitError(
+                "an earlier job of this run committed, but no host of this job holds a commit "
+                "(the hosts that held one are gone): refusing to train again from the initial state"
+            )
+        return None
     holder = everyone.index(best)
     if basics.rank() == holder:
         state.load_snapshot(store.load(best))
-    state._commit_number = best
+    state._commit_number = best[1]
     state._sync_root = holder
     if basics.rank() == 0:
         environment.report(
-            f"resuming from commit {best} held by rank {holder} "
+            f"{RESUMED_REPORT} {best[1]} of generation {best[0]} held by rank {holder} "
             f"(generation {environment.generation()}, {basics.size()} ranks)"
         )
     state.on_reset()
+    return best
+
+
+def newest_commit(held):
+    """The newest of the ranks' (generation, number) commits (None: none held)."""
+    return max((commit_id for commit_id in held if commit_id is not None), default=None)
+
+
+def _spread(state, store, commit_id):
+    """After the sync every rank holds the resumed commit: save it, so restore() comes
+    back to it on every rank, and put it on file on every host that lacks it, so the
+    loss of its one holder before the next commit loses nothing."""
+    state.save()
+    if state._store is not None and store.newest() != commit_id:
+        store.write_async(commit_id[1], state.snapshot(), generation=commit_id[0])
 
 
 def _leave(store, code, reason, barrier=None):
@@ -181,10 +248,18 @@ def _leave(store, code, reason, barrier=None):
         os._exit(code)
 
 
-def _finish(store, rank, local_rank):
-    """Training ended: the commits are no longer needed."""
+def _finish(store, rank, local_rank, barrier):
+    """Training ended: the commits are no longer needed. Rank 0 tells the supervisor
+    first, and every rank waits for all before any removes its host's commits, so a
+    failure from here on can restart nothing (the supervisor retrains nothing after
+    "training finished") and one before it finds the commits in place."""
     store.flush()
-    if local_rank == 0:
-        store.remove()
     if rank == 0:
         environment.report("training finished")
+    if basics.is_initialized():  # `func` may have shut lockstep down itself
+        try:
+            barrier()
+        except Exception:
+            return  # a rank was lost; the supervisor knows training finished
+    if local_rank == 0:
+        store.remove()

@@ -10,9 +10,10 @@ rank: rank 0, or after a restart the rank that holds the newest commit.
 import copy
 
 from lockstep.common import basics
-from lockstep.common.elastic import notification
+from lockstep.common.elastic import environment, notification
 from lockstep.common.elastic.errors import HostsUpdatedInterrupt
 from lockstep.common.exceptions import AbortedError
+from lockstep.launcher.elastic_protocol import COMMITTED_REPORT
 
 
 class State:
@@ -31,6 +32,7 @@ class State:
         # process failed, since a step that overlapped a failure may be wrong.
         self._agree_before_commit = False
         self._failure_agreed = False
+        self._commit_reported = False
 
     def register_reset_callbacks(self, callbacks):
         """Functions called (no arguments) after the job's membership changed, e.g. to
@@ -79,8 +81,13 @@ class State:
         return alive
 
     def _persist(self, snapshot):
-        if self._store is not None:
-            self._store.write_async(self._commit_number, snapshot)
+        if self._store is None:
+            return
+        self._store.write_async(self._commit_number, snapshot)
+        # The supervisor then has later jobs refuse to start without a commit.
+        if not self._commit_reported and self._rank() == 0:
+            self._commit_reported = True
+            environment.report(f"{COMMITTED_REPORT} (number {self._commit_number})")
 
     def check_host_updates(self):
         """Raise HostsUpdatedInterrupt on every rank if the launcher has announced a

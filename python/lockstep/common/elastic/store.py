@@ -1,13 +1,26 @@
 """Committed state that outlives the process: one file per commit on local tmpfs.
 
-Layout: <root>/<job id>/<host>/commit-<number>.pkl, directories mode 0700 and files
-0600, so only the job's user can read or plant them; a root directory that someone
-else owns or others can write is refused. Files are written by a background thread
-(the training thread only pays for the in-memory copy that State.save() makes),
-under a temporary name and then renamed, so a process killed mid-write leaves the
-previous commit intact. The two newest commits are kept.
+Layout: <root>/<job id>/<host>/commit-<generation>-<number>.pkl, directories mode
+0700 and files 0600, so only the job's user can read or plant them; a root directory
+that someone else owns or others can write is refused. A commit is named by the
+generation (mpirun job) that made it and its number: a host cut off in generation g
+may keep a commit N that generation g+1 also makes, with other contents, and the
+newer generation's wins.
+
+Each file holds an HMAC-SHA256 of its name and contents under the job's key, which
+the supervisor hands the ranks in their environment (never on disk): a file that
+does not match, planted or renamed, is refused before it is unpickled. Files are
+opened without following links.
+
+Files are written by a background thread (the training thread only pays for the
+in-memory copy that State.save() makes), under a temporary name and then renamed, so
+a process killed mid-write leaves the previous commit intact. Free space is checked
+before each write, since /dev/shm is small in many containers. The two newest
+commits are kept.
 """
 
+import hashlib
+import hmac
 import os
 import pickle
 import re
@@ -15,12 +28,14 @@ import socket
 import stat
 import threading
 
-_NAME = re.compile(r"commit-(\d{10})\.pkl")
+_NAME = re.compile(r"commit-(\d{6})-(\d{10})\.pkl")
 _KEEP = 2
+_MAGIC = b"lockstep-commit-1\n"
+_MAC_BYTES = hashlib.sha256().digest_size
 
 
 class CommitStoreError(RuntimeError):
-    """The commit directory is unsafe or unreadable."""
+    """The commit directory is unsafe or full, or a commit file is not this job's."""
 
 
 def _private_directory(path):
@@ -34,41 +49,64 @@ def _private_directory(path):
         )
 
 
-class CommitStore:
-    """This host's commits of one elastic job."""
+def _mac(key, commit_id, payload):
+    # The name is signed too: a valid file renamed to a newer id is refused.
+    message = f"{commit_id[0]}-{commit_id[1]}\n".encode() + payload
+    return hmac.new(key, message, hashlib.sha256).digest()
 
-    def __init__(self, root, job_id, host=None):
+
+class CommitStore:
+    """This host's commits of one elastic job. Commits are named (generation, number)."""
+
+    def __init__(self, root, job_id, key, host=None, generation=0):
+        if not key:
+            raise CommitStoreError("no key to sign elastic commits with (lockstep-run's supervisor sets one)")
         _private_directory(root)
         _private_directory(os.path.join(root, job_id))
         self.directory = os.path.join(root, job_id, host or socket.gethostname())
         _private_directory(self.directory)
+        self._key = key
+        self.generation = generation
         self._writer = None
         self._error = None
 
-    def _path(self, number):
-        return os.path.join(self.directory, f"commit-{number:010d}.pkl")
+    def _path(self, commit_id):
+        return os.path.join(self.directory, f"commit-{commit_id[0]:06d}-{commit_id[1]:010d}.pkl")
 
-    def numbers(self):
+    def commit_ids(self):
+        """The (generation, number) of every complete commit here, oldest first."""
         found = (_NAME.fullmatch(name) for name in os.listdir(self.directory))
-        return sorted(int(match.group(1)) for match in found if match)
+        return sorted((int(match.group(1)), int(match.group(2))) for match in found if match)
 
     def newest(self):
-        """The newest complete commit's number on this host, or -1."""
-        numbers = self.numbers()
-        return numbers[-1] if numbers else -1
+        """The newest complete commit's (generation, number) on this host, or None."""
+        ids = self.commit_ids()
+        return ids[-1] if ids else None
 
-    def load(self, number):
-        with open(self._path(number), "rb") as file:
-            if os.fstat(file.fileno()).st_uid != os.geteuid():
-                raise CommitStoreError(f"{self._path(number)} is not owned by this user")
-            return pickle.load(file)
+    def load(self, commit_id):
+        path = self._path(commit_id)
+        try:
+            descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as error:
+            raise CommitStoreError(f"cannot open {path} (links are not followed): {error.strerror}") from None
+        with os.fdopen(descriptor, "rb") as file:
+            info = os.fstat(file.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+                raise CommitStoreError(f"{path} is not a regular file owned by this user")
+            data = file.read()
+        mac = data[len(_MAGIC) : len(_MAGIC) + _MAC_BYTES]
+        payload = data[len(_MAGIC) + _MAC_BYTES :]
+        if not data.startswith(_MAGIC) or not hmac.compare_digest(mac, _mac(self._key, commit_id, payload)):
+            raise CommitStoreError(f"{path} is not signed with this job's key: refusing to unpickle it")
+        return pickle.loads(payload)
 
-    def write_async(self, number, snapshot):
-        """Start writing `snapshot` as commit `number`; waits for the previous write
-        first, so at most one is in flight."""
+    def write_async(self, number, snapshot, generation=None):
+        """Start writing `snapshot` as commit (generation, number), by default this
+        job's generation; waits for the previous write first, so at most one is in flight."""
         self.flush()
+        commit_id = (self.generation if generation is None else generation, number)
         self._writer = threading.Thread(
-            target=self._write, args=(number, snapshot), name="lockstep-elastic-commit", daemon=True
+            target=self._write, args=(commit_id, snapshot), name="lockstep-elastic-commit", daemon=True
         )
         self._writer.start()
 
@@ -81,14 +119,16 @@ class CommitStore:
             error, self._error = self._error, None
             raise CommitStoreError(f"writing an elastic commit to {self.directory} failed: {error}") from error
 
-    def _write(self, number, snapshot):
-        temporary = self._path(number) + f".{os.getpid()}.tmp"
+    def _write(self, commit_id, snapshot):
+        temporary = self._path(commit_id) + f".{os.getpid()}.tmp"
         try:
-            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(descriptor, "wb") as file:
-                pickle.dump(snapshot, file, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(temporary, self._path(number))
-            for old in self.numbers()[:-_KEEP]:
+            payload = pickle.dumps(snapshot, protocol=pickle.HIGHEST_PROTOCOL)
+            self._check_space(len(payload))
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+            with os.fdopen(os.open(temporary, flags, 0o600), "wb") as file:
+                file.write(_MAGIC + _mac(self._key, commit_id, payload) + payload)
+            os.replace(temporary, self._path(commit_id))
+            for old in self.commit_ids()[:-_KEEP]:
                 os.unlink(self._path(old))
         except Exception as error:  # reported by the next flush(), on the training thread
             self._error = error
@@ -96,6 +136,17 @@ class CommitStore:
                 os.unlink(temporary)
             except OSError:
                 pass
+
+    def _check_space(self, size):
+        """A full tmpfs fails the write with ENOSPC midway; say how much is needed instead."""
+        info = os.statvfs(self.directory)
+        free = info.f_bavail * info.f_frsize
+        if size + len(_MAGIC) + _MAC_BYTES > free:
+            raise CommitStoreError(
+                f"a commit needs {size / 2**20:.1f} MiB but {self.directory} has {free / 2**20:.1f} MiB free "
+                f"(two commits are kept): enlarge /dev/shm (docker run --shm-size) or point "
+                f"LOCKSTEP_ELASTIC_COMMIT_DIR at a larger local filesystem"
+            )
 
     def remove(self):
         """Remove this host's commits (the job finished)."""
