@@ -15,11 +15,16 @@ PACKAGE_ROOT = Path(os.environ.get("LOCKSTEP_TEST_PACKAGE_ROOT", REPO_ROOT / "py
 sys.path.insert(0, str(PACKAGE_ROOT))
 sys.path.insert(0, str(TESTS_DIR))  # for mpi_harness
 
+# One test per named check of a rank script (check_plugin.py): its hooks and fixture.
+import check_plugin  # noqa: E402
+from check_plugin import pytest_collection_finish, pytest_generate_tests, rank_check  # noqa: E402, F401
+
 
 def pytest_configure(config):
     # python -O strips the asserts every test checks with: refuse rather than pass unchecked.
     if not __debug__:
         raise pytest.UsageError("the tests check with assert: run pytest without python -O / PYTHONOPTIMIZE")
+    check_plugin.configure(config)
 
 
 @pytest.fixture(scope="session")
