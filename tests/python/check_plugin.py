@@ -7,7 +7,8 @@ script, one job per script and parameters.
         assert "..." in run.stderr, run.describe()   # what the test asks of the whole job
 
 The marker names the script to launch, then any other files of scripts/ whose
-check(...) calls the script runs. pytest reads the check names from those files and
+check(...) calls the script runs; without=[names] leaves checks out of this test
+and its job (for a launch that would not run them). pytest reads the check names from those files and
 makes one test of each (its id ends in the check's name, so `-k` selects checks).
 The first of a test's checks to run launches the job, for the checks that collection
 left selected only (LOCKSTEP_CHECKS), and the others read its output: a test whose
@@ -39,7 +40,8 @@ class _Group:
 
 def configure(config):
     config.addinivalue_line(
-        "markers", f"{MARKER}(script, *sources): one test per check(...) of a rank script (check_plugin.py)"
+        "markers",
+        f"{MARKER}(script, *sources, without=()): one test per check(...) of a rank script (check_plugin.py)",
     )
     config.stash[_GROUPS] = {}
 
@@ -51,8 +53,13 @@ def pytest_generate_tests(metafunc):
     if FIXTURE not in metafunc.fixturenames:
         raise pytest.UsageError(f"{metafunc.definition.nodeid}: @{MARKER} needs the {FIXTURE} fixture")
     names = collect_check_names([SCRIPTS_DIR / source for source in marker.args])
+    without = marker.kwargs.get("without", ())
+    unknown = set(without) - set(names)
+    if unknown:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: without= names no check of its script: {unknown}")
+    kept = [name for name in names if name not in without]
     script = marker.args[0]
-    metafunc.parametrize(FIXTURE, [(script, tuple(names), name) for name in names], ids=names, indirect=True)
+    metafunc.parametrize(FIXTURE, [(script, tuple(names), name) for name in kept], ids=kept, indirect=True)
 
 
 def pytest_collection_finish(session):

@@ -115,10 +115,10 @@ def test_collection_refuses_a_script_without_checks_and_names_that_are_not_liter
         collect_check_names([dynamic])
 
 
-def _pytest_on_the_checked_suite(*options, env=None):
+def _pytest_on_the_checked_suite(*options, env=None, test="test_named_checks"):
     suite = REPO_ROOT / "tests" / "python" / "harness_cases" / "checked_suite.py"
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-s", "-rfE", "-p", "no:cacheprovider", str(suite), *options],
+        [sys.executable, "-m", "pytest", "-q", "-s", "-rfE", "-p", "no:cacheprovider", f"{suite}::{test}", *options],
         capture_output=True,
         text=True,
         env=dict(os.environ, **(env or {})),
@@ -144,3 +144,9 @@ def test_pytest_k_runs_only_the_selected_checks_in_the_job():
 def test_a_test_cannot_pass_when_its_check_does_not_report():
     run = _pytest_on_the_checked_suite("-k", "passes", env={"LOCKSTEP_TEST_CASE": "rank_one_exits"})
     assert run.returncode == 1 and "1 failed" in run.stdout and "rank 1: never reported" in run.stdout, run.stdout
+
+
+def test_a_check_left_out_of_a_test_is_left_out_of_its_job():
+    run = _pytest_on_the_checked_suite(test="test_named_checks_but_one")
+    assert run.returncode == 1 and "1 failed, 1 passed" in run.stdout, run.stdout + run.stderr
+    assert "ok passes" in run.stdout and "runs_after_a_failure" not in run.stdout, run.stdout

@@ -8,3 +8,9 @@ import pytest
 def test_named_checks(rank_check):
     run = rank_check.run(2, timeout=60)
     print(run.stdout)  # with -s: which checks the job ran
+
+
+@pytest.mark.rank_checks("named_checks.py", without=["runs_after_a_failure"])
+def test_named_checks_but_one(rank_check):
+    run = rank_check.run(2, timeout=60)
+    print(run.stdout)  # with -s: which checks the job ran
