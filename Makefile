@@ -131,7 +131,7 @@ test: setup build
 	started_all=$$SECONDS; \
 	stage lint $(MAKE) lint; \
 	stage ctest ctest --test-dir $(BUILD_DIR) --output-on-failure; \
-	stage pytest $(PYTHON) -m pytest tests/python -v -rfE --timeout=300 --durations=25; \
+	stage pytest $(PYTHON) -m pytest tests/python tests/gpu/no_device -v -rfE --timeout=300 --durations=25; \
 	stage wheel-test $(MAKE) wheel-test; \
 	stage sanitize-asan $(MAKE) sanitize-asan; \
 	stage sanitize-tsan $(MAKE) sanitize-tsan; \

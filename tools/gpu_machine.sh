@@ -29,7 +29,8 @@ BUILD_DIR=${BUILD_DIR:-build-gpu}
 case "$BUILD_DIR" in /*) ;; *) BUILD_DIR=$ROOT/$BUILD_DIR ;; esac  # absolute from here on
 JOBS=${JOBS:-16}
 PYTHON=${PYTHON:-$(command -v python3)}
-# The CPU path through the same build (test_gpu_build.py assumes a machine without a GPU).
+# The CPU path through the same build (tests/gpu/no_device/test_gpu_build.py assumes a
+# machine without a GPU, so it is not among them).
 CPU_SUITES=${CPU_SUITES-tests/python/test_torch_collectives.py tests/python/test_numpy_collectives.py}
 LOG_DIR=${OUT:-$BUILD_DIR}
 mkdir -p "$LOG_DIR" "$BUILD_DIR"
@@ -113,7 +114,8 @@ if [ "$MODE" = test ]; then
   fi
   step "GPU suite (tests/gpu)"
   # shellcheck disable=SC2086
-  PYTHONPATH=$ROOT/python "$PYTHON" -m pytest tests/gpu -v -rs --timeout=900 -p no:cacheprovider \
+  # no_device/ holds the GPU code's tests that need no GPU: make test runs them.
+  PYTHONPATH=$ROOT/python "$PYTHON" -m pytest tests/gpu --ignore=tests/gpu/no_device -v -rs --timeout=900 -p no:cacheprovider \
     --junitxml="$LOG_DIR/gpu-test.xml" ${PYTEST_K:+-k "$PYTEST_K"} ${PYTEST_ARGS:-} || status=1
   if [ -n "$CPU_SUITES" ]; then
     step "CPU suites on this build ($CPU_SUITES)"

@@ -1,7 +1,9 @@
 """Launches a rank script under mpirun with a hard timeout and reports what happened.
 
 Every launch is bounded: on timeout the whole process group is killed, so a hang
-shows up as a failed test instead of a stuck suite.
+shows up as a failed test instead of a stuck suite. A script's named checks become
+tests of their own through check_plugin.py (tests/README.md); assert_all_ranks_passed
+serves scripts that report only `rank <r>: ALL CHECKS PASSED`.
 """
 
 import functools

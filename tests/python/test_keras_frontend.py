@@ -6,7 +6,7 @@ at 2 ranks: test_keras_parity.py has the other runs), since starting Keras on ev
 rank costs more than the checks."""
 
 import pytest
-from mpi_harness import DESYNC_LIMIT, run_ranks
+from mpi_harness import DESYNC_LIMIT
 
 # Only JAX: TensorFlow names the collectives of a traced function after the graphs
 # traced before it in the process, which differ between ranks once the frontend's
@@ -14,19 +14,31 @@ from mpi_harness import DESYNC_LIMIT, run_ranks
 PARITY_BACKENDS = ("jax",)
 
 
-@pytest.mark.parametrize("backend", ["tensorflow", "torch", "jax"])
-def test_keras_frontend(backend, tmp_path):
-    checkpoints, parity = tmp_path / "checkpoints", tmp_path / "parity"
-    checkpoints.mkdir()
-    parity.mkdir()
-    args = [checkpoints, parity] if backend in PARITY_BACKENDS else [checkpoints]
-    # The parity checks run many collectives per launch: a check that failed on one rank
-    # fails the others quickly instead of leaving them waiting.
-    env = {"KERAS_BACKEND": backend, **(DESYNC_LIMIT if backend in PARITY_BACKENDS else {})}
-    run = run_ranks("keras_ranks.py", 2, timeout=300, env=env, args=args)
-    run.assert_all_ranks_passed(2)
-    saved = sorted(path.name for path in checkpoints.iterdir())
-    assert saved == [f"checkpoint-{backend}.keras"], f"only rank 0 writes checkpoints, found {saved}"
-    if backend in PARITY_BACKENDS:
+@pytest.mark.rank_checks("keras_ranks.py", without=["parity"])
+@pytest.mark.parametrize("backend", sorted({"tensorflow", "torch", "jax"} - set(PARITY_BACKENDS)))
+def test_keras_frontend(backend, rank_check):
+    run_keras_ranks(backend, rank_check, parity=False)
+
+
+@pytest.mark.rank_checks("keras_ranks.py")
+@pytest.mark.parametrize("backend", PARITY_BACKENDS)
+def test_keras_frontend_and_parity(backend, rank_check):
+    run = run_keras_ranks(backend, rank_check, parity=True)
+    if rank_check.name == "parity":
         for rank in range(2):
             assert f"rank {rank}: Horovod parity checks passed" in run.stdout, run.describe()
+
+
+def run_keras_ranks(backend, rank_check, parity):
+    checkpoints, parity_models = rank_check.tmp_path / "checkpoints", rank_check.tmp_path / "parity"
+    checkpoints.mkdir(exist_ok=True)
+    parity_models.mkdir(exist_ok=True)
+    args = [checkpoints, parity_models] if parity else [checkpoints]
+    # The parity checks run many collectives per launch: a check that failed on one rank
+    # fails the others quickly instead of leaving them waiting.
+    env = {"KERAS_BACKEND": backend, **(DESYNC_LIMIT if parity else {})}
+    run = rank_check.run(2, timeout=300, env=env, args=args)
+    if rank_check.name == "checkpoint_on_rank_zero_and_resume":
+        saved = sorted(path.name for path in checkpoints.iterdir())
+        assert saved == [f"checkpoint-{backend}.keras"], f"only rank 0 writes checkpoints, found {saved}"
+    return run

@@ -6,11 +6,11 @@ from mpi_harness import run_ranks
 SHM_ACTIVE = "go through shared memory"
 
 
-def test_allreduce_and_grouped_allreduce(num_ranks):
+@pytest.mark.rank_checks("allreduce_all.py")
+def test_allreduce_and_grouped_allreduce(num_ranks, rank_check):
     # Debug logging says which allreduce path the tensors took: shared memory whenever
     # all ranks share one host.
-    run = run_ranks("allreduce_all.py", num_ranks, env={"LOCKSTEP_LOG_LEVEL": "debug"})
-    run.assert_all_ranks_passed(num_ranks)
+    run = rank_check.run(num_ranks, env={"LOCKSTEP_LOG_LEVEL": "debug"})
     assert SHM_ACTIVE in run.stderr, run.describe()
 
 
@@ -25,9 +25,9 @@ def test_allreduce_and_grouped_allreduce(num_ranks):
     ],
     ids=["3-ranks-off", "2-ranks-off", "3-ranks-256KiB-chunks", "2-ranks-unchunked", "2-ranks-no-buffer-cache"],
 )
-def test_allreduce_under_shared_memory_settings(ranks, settings, shm_expected):
-    run = run_ranks("allreduce_all.py", ranks, env={"LOCKSTEP_LOG_LEVEL": "debug", **settings})
-    run.assert_all_ranks_passed(ranks)
+@pytest.mark.rank_checks("allreduce_all.py")
+def test_allreduce_under_shared_memory_settings(ranks, settings, shm_expected, rank_check):
+    run = rank_check.run(ranks, env={"LOCKSTEP_LOG_LEVEL": "debug", **settings})
     assert (SHM_ACTIVE in run.stderr) == shm_expected, run.describe()
 
 
@@ -40,9 +40,9 @@ def test_shared_memory_allreduce_sums_in_rank_order(ranks):
     assert SHM_ACTIVE in run.stderr, run.describe()
 
 
-def test_allgather_broadcast_alltoall_reducescatter_objects(num_ranks, tmp_path):
-    run = run_ranks("data_movement.py", num_ranks, env={"LOCKSTEP_TEST_TMP": str(tmp_path)})
-    run.assert_all_ranks_passed(num_ranks)
+@pytest.mark.rank_checks("data_movement.py")
+def test_allgather_broadcast_alltoall_reducescatter_objects(num_ranks, rank_check):
+    rank_check.run(num_ranks, env={"LOCKSTEP_TEST_TMP": str(rank_check.tmp_path)})
 
 
 def test_join_with_uneven_work(num_ranks):

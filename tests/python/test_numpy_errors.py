@@ -6,8 +6,9 @@ import pytest
 from mpi_harness import run_ranks
 
 
-def test_mismatches_duplicates_and_bad_arguments(num_ranks):
-    run_ranks("error_cases.py", num_ranks).assert_all_ranks_passed(num_ranks)
+@pytest.mark.rank_checks("error_cases.py")
+def test_mismatches_duplicates_and_bad_arguments(num_ranks, rank_check):
+    rank_check.run(num_ranks)
 
 
 def test_ops_before_init_after_shutdown_and_pending_at_shutdown(num_ranks):

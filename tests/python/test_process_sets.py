@@ -10,13 +10,15 @@ RANK_COUNTS = pytest.mark.parametrize("ranks", [3, 4], ids=lambda n: f"np{n}")
 
 
 @RANK_COUNTS
-def test_numpy_collectives_on_sets_dynamic_changes_and_errors(ranks, built_extension):
-    run_ranks("process_sets.py", ranks).assert_all_ranks_passed(ranks)
+@pytest.mark.rank_checks("process_sets.py")
+def test_numpy_collectives_on_sets_dynamic_changes_and_errors(ranks, rank_check):
+    rank_check.run(ranks)
 
 
 @RANK_COUNTS
-def test_torch_optimizer_and_collectives_on_a_set(ranks, built_extension):
-    run_ranks("process_sets_torch.py", ranks).assert_all_ranks_passed(ranks)
+@pytest.mark.rank_checks("process_sets_torch.py")
+def test_torch_optimizer_and_collectives_on_a_set(ranks, rank_check):
+    rank_check.run(ranks)
 
 
 def test_tensorflow_ops_on_a_set(built_extension):
@@ -42,11 +44,11 @@ def test_stall_inside_a_set_fails_its_waiting_member(built_extension, tmp_path):
     assert "on process set 1, whose ranks 0, 1, ... are global ranks [0, 2])" in run.stderr, run.describe()
 
 
-def test_jax_collectives_and_jax_and_keras_optimizers_on_a_set(built_extension):
+@pytest.mark.rank_checks("process_sets_jax.py")
+def test_jax_collectives_and_jax_and_keras_optimizers_on_a_set(rank_check):
     """Keras on its JAX backend, in the JAX launch (the quickest backend to start; the
     reducers of the TensorFlow and torch backends run the process-set ops tested above)."""
-    run = run_ranks("process_sets_jax.py", 4, timeout=180, env={"KERAS_BACKEND": "jax"})
-    run.assert_all_ranks_passed(4)
+    rank_check.run(4, timeout=180, env={"KERAS_BACKEND": "jax"})
 
 
 def test_tensors_named_like_control_messages_are_ordinary_tensors(built_extension):

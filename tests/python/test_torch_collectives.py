@@ -1,17 +1,22 @@
 """lockstep.torch: every collective and dtype, the collectives' gradients,
 SyncBatchNorm, and user errors, on 2 and 3 ranks.
 
-A module that fails ends its job at once (its rank exits and mpirun stops the
-others), so it cannot hang or desynchronise the rest of the job. The collectives
-and their gradients share a job, since torch's start-up costs more than either; the
-error and fault checks, which leave failed collectives behind, have their own.
+Each check is a test (scripts/checks.py); a check that fails on one rank goes on
+to the next, and the others' collectives fail after DESYNC_LIMIT instead of
+hanging. The collectives and their gradients share a job, since torch's start-up
+costs more than either; the error and fault checks, which leave failed
+collectives behind, have their own.
 """
 
 import pytest
-from mpi_harness import DESYNC_LIMIT, run_ranks
+from mpi_harness import DESYNC_LIMIT
 
 
-@pytest.mark.parametrize("module", ["errors faults", "collectives autograd"])
-def test_torch_collectives(module, num_ranks):
-    run = run_ranks("torch_suite.py", num_ranks, timeout=240, args=module.split(), env=DESYNC_LIMIT)
-    run.assert_all_ranks_passed(num_ranks)
+@pytest.mark.rank_checks("torch_suite.py", "torch_errors.py", "torch_faults.py")
+def test_torch_errors_and_faults(num_ranks, rank_check):
+    rank_check.run(num_ranks, timeout=240, args=["errors", "faults"], env=DESYNC_LIMIT)
+
+
+@pytest.mark.rank_checks("torch_suite.py", "torch_collectives.py", "torch_autograd.py")
+def test_torch_collectives_and_autograd(num_ranks, rank_check):
+    rank_check.run(num_ranks, timeout=240, args=["collectives", "autograd"], env=DESYNC_LIMIT)

@@ -6,6 +6,7 @@ import time
 import warnings
 
 import numpy as np
+from checks import check
 from rank_checks import (
     ALL_DTYPES,
     BOOL,
@@ -263,18 +264,18 @@ def check_fused_burst(rank, size):
 def main():
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
-    check_every_dtype_and_op(rank, size)
-    check_scaling(rank, size)
-    check_defaults_and_deprecated_average(rank, size)
-    check_numpy_scalars(rank, size)
-    check_unnamed_ops_interleaved(rank, size)
-    check_in_place(rank, size)
-    check_large_tensors(rank, size)
-    check_recycled_results(rank, size)
-    check_poll(rank, size)
-    check_compression(rank, size)
-    check_grouped(rank, size)
-    check_fused_burst(rank, size)
+    check(check_every_dtype_and_op, rank, size)
+    check(check_scaling, rank, size)
+    check(check_defaults_and_deprecated_average, rank, size)
+    check(check_numpy_scalars, rank, size)
+    check(check_unnamed_ops_interleaved, rank, size)
+    check(check_in_place, rank, size)
+    check(check_large_tensors, rank, size)
+    check(check_recycled_results, rank, size)
+    check(check_poll, rank, size)
+    check(check_compression, rank, size)
+    check(check_grouped, rank, size)
+    check(check_fused_burst, rank, size)
     hvd.shutdown()
 
 

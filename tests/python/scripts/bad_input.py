@@ -20,6 +20,7 @@ import sys
 import threading
 
 import numpy as np
+from checks import check
 from rank_checks import expect_error, run_main
 
 FRONTEND = sys.argv[1] if len(sys.argv) > 1 else "numpy"
@@ -341,9 +342,9 @@ def check_in_flight_name_and_read_only(rank, size):
 def main():
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
-    check_unpicklable_object_on_one_rank(rank, size)
-    check_in_flight_name_and_read_only(rank, size)
-    sweep(rank, size)
+    check(check_unpicklable_object_on_one_rank, rank, size)
+    check(check_in_flight_name_and_read_only, rank, size)
+    check("bad_arguments_to_every_public_function", sweep, rank, size)
     hvd.shutdown()
 
 

@@ -5,6 +5,7 @@ import os
 import socket
 
 import numpy as np
+from checks import check
 from rank_checks import (
     ALL_DTYPES,
     BOOL,
@@ -180,14 +181,14 @@ def main():
     hvd.init()
     hvd.init()  # idempotent
     rank, size = hvd.rank(), hvd.size()
-    check_topology(rank, size)
-    check_allgather(rank, size)
-    check_broadcast(rank, size)
-    check_alltoall_even(rank, size)
-    check_alltoall_splits(rank, size)
-    check_reducescatter(rank, size)
-    check_barrier_and_objects(rank, size)
-    check_timeline(rank, size, os.path.join(os.environ["LOCKSTEP_TEST_TMP"], f"timeline.{rank}.json"))
+    check(check_topology, rank, size)
+    check(check_allgather, rank, size)
+    check(check_broadcast, rank, size)
+    check(check_alltoall_even, rank, size)
+    check(check_alltoall_splits, rank, size)
+    check(check_reducescatter, rank, size)
+    check(check_barrier_and_objects, rank, size)
+    check(check_timeline, rank, size, os.path.join(os.environ["LOCKSTEP_TEST_TMP"], f"timeline.{rank}.json"))
     hvd.shutdown()
     assert not hvd.is_initialized(), "is_initialized() after shutdown()"
 

@@ -2,6 +2,7 @@
 every rank, without a hang, and collectives must work correctly afterwards."""
 
 import numpy as np
+from checks import check
 from rank_checks import BFLOAT16, assert_equal, expect_error, run_main
 
 import lockstep.numpy as hvd
@@ -182,12 +183,12 @@ def check_bfloat16_roundtrip(rank, size):
 def main():
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
-    check_mismatches(rank, size)
-    check_name_in_flight(rank, size)
-    check_wrong_types(rank, size)
-    check_unsupported_dtypes(rank, size)
-    check_non_contiguous(rank, size)
-    check_bfloat16_roundtrip(rank, size)
+    check(check_mismatches, rank, size)
+    check(check_name_in_flight, rank, size)
+    check(check_wrong_types, rank, size)
+    check(check_unsupported_dtypes, rank, size)
+    check(check_non_contiguous, rank, size)
+    check(check_bfloat16_roundtrip, rank, size)
     hvd.shutdown()
 
 

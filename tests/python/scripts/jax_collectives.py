@@ -9,6 +9,7 @@ jax.config.update("jax_enable_x64", True)  # int64 and float64 arrays exist only
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from checks import check  # noqa: E402
 from data_movement import encoded_rows, scatter_counts, uneven_splits  # noqa: E402
 from rank_checks import (  # noqa: E402
     ALL_DTYPES,
@@ -36,7 +37,7 @@ def inputs_for(dtype, shape, op_name, size):
     return [rank_values(dtype, shape, r) for r in range(size)]
 
 
-def check(actual, expected, what):
+def expect_array(actual, expected, what):
     assert isinstance(actual, jax.Array), f"{what}: expected a jax.Array, got {type(actual).__name__}"
     assert_equal(np.asarray(actual), expected, what)
 
@@ -77,7 +78,7 @@ def allreduce_cases(size):
 def check_allreduce(rank, size):
     cases = allreduce_cases(size)
     for key, inputs, op_name, pre, post, expected in cases:
-        check(
+        expect_array(
             hvd.allreduce(jnp.asarray(inputs[rank]), op=OPS[op_name], prescale_factor=pre, postscale_factor=post),
             expected,
             f"eager allreduce {key}",
@@ -94,7 +95,7 @@ def check_allreduce(rank, size):
     mine = [jnp.asarray(inputs[rank]) for _, inputs, *_ in cases]
     for repeat in range(3):
         for result, (key, *_, expected) in zip(all_cases(mine), cases):
-            check(result, expected, f"jit allreduce {key} (run {repeat})")
+            expect_array(result, expected, f"jit allreduce {key} (run {repeat})")
     print(f"rank {rank}: {len(cases)} allreduces in one jitted function, 3 runs", flush=True)
 
 
@@ -131,7 +132,7 @@ def check_scaling_matches_eager(rank, size):
 
     for how, function in (("alone", alone), ("grouped in place", grouped_in_place)):
         for result, expected, (key, *_) in zip(function([x for _, x, *_ in cases]), eager, cases):
-            check(result, np.asarray(expected), f"jit allreduce {key} ({how}) vs eager")
+            expect_array(result, np.asarray(expected), f"jit allreduce {key} ({how}) vs eager")
     print(f"rank {rank}: {len(cases)} scaled float allreduces inside jit equal eager bit for bit", flush=True)
 
 
@@ -155,7 +156,7 @@ def check_grouped_allreduce(rank, size):
         for repeat in range(2):
             result = fn(tree, op=hvd.Sum)
             assert jax.tree.structure(result) == jax.tree.structure(tree), f"{label} grouped_allreduce keeps the pytree"
-            jax.tree.map(lambda a, e: check(a, e, f"{label} grouped_allreduce (run {repeat})"), result, expected)
+            jax.tree.map(lambda a, e: expect_array(a, e, f"{label} grouped_allreduce (run {repeat})"), result, expected)
 
 
 def check_allgather(rank, size):
@@ -164,34 +165,36 @@ def check_allgather(rank, size):
     dtypes = ALL_DTYPES
     parts = {d: [encoded_rows(d, r, rows_of(r)) for r in range(size)] for d in dtypes}
     for d in dtypes:
-        check(hvd.allgather(jnp.asarray(parts[d][rank])), np.concatenate(parts[d]), f"eager allgather {d.name}")
+        expect_array(hvd.allgather(jnp.asarray(parts[d][rank])), np.concatenate(parts[d]), f"eager allgather {d.name}")
     gather_all = jax.jit(lambda xs: [hvd.allgather(x, sizes=sizes) for x in xs])
     even = jax.jit(lambda x: hvd.allgather(x))
     for repeat in range(2):
         for d, result in zip(dtypes, gather_all([jnp.asarray(parts[d][rank]) for d in dtypes])):
-            check(result, np.concatenate(parts[d]), f"jit allgather {d.name} with sizes (run {repeat})")
+            expect_array(result, np.concatenate(parts[d]), f"jit allgather {d.name} with sizes (run {repeat})")
         same = [encoded_rows(BOOL, r, 2) for r in range(size)]
-        check(even(jnp.asarray(same[rank])), np.concatenate(same), "jit allgather of equal first dimensions")
+        expect_array(even(jnp.asarray(same[rank])), np.concatenate(same), "jit allgather of equal first dimensions")
 
 
 def check_broadcast(rank, size):
     for root in range(size):
         for d in ALL_DTYPES:
             sent = jnp.asarray(rank_values(d, (2, 3), rank))
-            check(hvd.broadcast(sent, root), rank_values(d, (2, 3), root), f"eager broadcast {d.name} from {root}")
+            expect_array(
+                hvd.broadcast(sent, root), rank_values(d, (2, 3), root), f"eager broadcast {d.name} from {root}"
+            )
         jitted = jax.jit(lambda xs, root=root: [hvd.broadcast(x, root) for x in xs])
         for d, result in zip(ALL_DTYPES, jitted([jnp.asarray(rank_values(d, (2, 3), rank)) for d in ALL_DTYPES])):
-            check(result, rank_values(d, (2, 3), root), f"jit broadcast {d.name} from {root}")
+            expect_array(result, rank_values(d, (2, 3), root), f"jit broadcast {d.name} from {root}")
 
 
 def check_broadcast_of_unsigned_words(rank, size):
     """uint32 (Keras' seed state) travels bit for bit as int32."""
     sent = jnp.asarray(np.array([rank, 2**32 - 1 - rank], np.uint32))
     expected = np.array([size - 1, 2**32 - size], np.uint32)
-    check(hvd.broadcast(sent, size - 1), expected, "eager broadcast of uint32")
-    check(jax.jit(lambda x: hvd.broadcast(x, size - 1))(sent), expected, "jit broadcast of uint32")
+    expect_array(hvd.broadcast(sent, size - 1), expected, "eager broadcast of uint32")
+    expect_array(jax.jit(lambda x: hvd.broadcast(x, size - 1))(sent), expected, "jit broadcast of uint32")
     tree = jax.jit(lambda t: hvd.broadcast_parameters(t, size - 1))({"seed": sent, "w": jnp.ones(2) * rank})
-    check(tree["seed"], expected, "broadcast_parameters of uint32 in jit")
+    expect_array(tree["seed"], expected, "broadcast_parameters of uint32 in jit")
 
 
 def expected_alltoall(d, rank, size, splits_of):
@@ -208,18 +211,18 @@ def check_alltoall(rank, size):
     even = lambda s: [2] * size  # noqa: E731
     for d in ALL_DTYPES:
         sent = jnp.asarray(encoded_rows(d, rank, 2 * size))
-        check(hvd.alltoall(sent), expected_alltoall(d, rank, size, even), f"eager alltoall {d.name}")
-        check(jax.jit(hvd.alltoall)(sent), expected_alltoall(d, rank, size, even), f"jit alltoall {d.name}")
+        expect_array(hvd.alltoall(sent), expected_alltoall(d, rank, size, even), f"eager alltoall {d.name}")
+        expect_array(jax.jit(hvd.alltoall)(sent), expected_alltoall(d, rank, size, even), f"jit alltoall {d.name}")
         splits = uneven_splits(rank, size)
         received = [uneven_splits(s, size)[rank] for s in range(size)]
         sent = jnp.asarray(encoded_rows(d, rank, sum(splits)))
         expected = expected_alltoall(d, rank, size, lambda s: uneven_splits(s, size))
         result, got_splits = hvd.alltoall(sent, splits=splits)
-        check(result, expected, f"eager alltoall with splits {d.name}")
-        check(got_splits, np.array(received, np.int32), f"eager alltoall received splits {d.name}")
+        expect_array(result, expected, f"eager alltoall with splits {d.name}")
+        expect_array(got_splits, np.array(received, np.int32), f"eager alltoall received splits {d.name}")
         result, got_splits = jax.jit(lambda x: hvd.alltoall(x, splits=splits, received_splits=received))(sent)
-        check(result, expected, f"jit alltoall with splits {d.name}")
-        check(got_splits, np.array(received, np.int32), f"jit alltoall received splits {d.name}")
+        expect_array(result, expected, f"jit alltoall with splits {d.name}")
+        expect_array(got_splits, np.array(received, np.int32), f"jit alltoall received splits {d.name}")
 
 
 def check_reducescatter(rank, size):
@@ -232,9 +235,9 @@ def check_reducescatter(rank, size):
             start = sum(counts[:rank])
             expected = expected_reduction(inputs, d, op_name, size)[start : start + counts[rank]]
             x = jnp.asarray(inputs[rank])
-            check(hvd.reducescatter(x, op=OPS[op_name]), expected, f"eager reducescatter {d.name} {op_name}")
+            expect_array(hvd.reducescatter(x, op=OPS[op_name]), expected, f"eager reducescatter {d.name} {op_name}")
             jitted = jax.jit(lambda x, op=OPS[op_name]: hvd.reducescatter(x, op=op))
-            check(jitted(x), expected, f"jit reducescatter {d.name} {op_name}")
+            expect_array(jitted(x), expected, f"jit reducescatter {d.name} {op_name}")
 
 
 def check_gradients(rank, size):
@@ -245,13 +248,13 @@ def check_gradients(rank, size):
         y = total * scale
         expected = (2 * y * scale * size).astype(np.float32)
         loss = lambda x, op=OPS[op_name]: jnp.sum(hvd.allreduce(x, op=op) ** 2)  # noqa: E731
-        check(jax.grad(loss)(x), expected, f"eager grad through allreduce {op_name}")
-        check(jax.jit(jax.grad(loss))(x), expected, f"jit grad through allreduce {op_name}")
+        expect_array(jax.grad(loss)(x), expected, f"eager grad through allreduce {op_name}")
+        expect_array(jax.jit(jax.grad(loss))(x), expected, f"jit grad through allreduce {op_name}")
     scaled = lambda x: jnp.sum(hvd.allreduce(x, op=hvd.Sum, prescale_factor=2.0, postscale_factor=0.5))  # noqa: E731
-    check(jax.jit(jax.grad(scaled))(x), np.full(4, size, np.float32), "grad with pre/postscale")
+    expect_array(jax.jit(jax.grad(scaled))(x), np.full(4, size, np.float32), "grad with pre/postscale")
     tree_loss = lambda t: sum(jnp.sum(v) for v in jax.tree.leaves(hvd.grouped_allreduce(t, op=hvd.Sum)))  # noqa: E731
     grads = jax.jit(jax.grad(tree_loss))({"a": x, "b": jnp.ones(2, jnp.bfloat16)})
-    check(grads["a"], np.full(4, size, np.float32), "grad through grouped_allreduce")
+    expect_array(grads["a"], np.full(4, size, np.float32), "grad through grouped_allreduce")
 
 
 def check_vmap(rank, size):
@@ -263,19 +266,19 @@ def check_vmap(rank, size):
     rank_sum = sum(r * 10 for r in range(size))
     summed = np.stack([np.full((2 * size, 3), rank_sum + size * b, np.float32) for b in range(batch)])
     for wrap, how in ((lambda f: f, "eager"), (jax.jit, "jit")):
-        check(wrap(jax.vmap(lambda v: hvd.allreduce(v, op=hvd.Sum)))(x), summed, f"vmap allreduce ({how})")
+        expect_array(wrap(jax.vmap(lambda v: hvd.allreduce(v, op=hvd.Sum)))(x), summed, f"vmap allreduce ({how})")
         ones = jnp.ones(4, jnp.int32)
         group = wrap(jax.vmap(lambda v: hvd.grouped_allreduce([v, ones], op=hvd.Sum)))(x)
-        check(group[0], summed, f"vmap grouped_allreduce, batched member ({how})")
-        check(group[1], np.full((batch, 4), size, np.int32), f"vmap grouped_allreduce, unbatched member ({how})")
+        expect_array(group[0], summed, f"vmap grouped_allreduce, batched member ({how})")
+        expect_array(group[1], np.full((batch, 4), size, np.int32), f"vmap grouped_allreduce, unbatched member ({how})")
         shared = wrap(jax.vmap(lambda v: hvd.broadcast(v, size - 1)))(x)
-        check(
+        expect_array(
             shared,
             np.stack([np.full((2 * size, 3), (size - 1) * 10 + b, np.float32) for b in range(batch)]),
             f"vmap broadcast ({how})",
         )
         gathered = wrap(jax.vmap(hvd.allgather))(x[:, :2])
-        check(
+        expect_array(
             gathered,
             np.stack(
                 [
@@ -286,7 +289,7 @@ def check_vmap(rank, size):
             f"vmap allgather ({how})",
         )
         scattered = wrap(jax.vmap(lambda v: hvd.reducescatter(v, op=hvd.Sum)))(x)
-        check(scattered, summed[:, :2], f"vmap reducescatter ({how})")
+        expect_array(scattered, summed[:, :2], f"vmap reducescatter ({how})")
         rows = jnp.stack(
             [
                 jnp.repeat(jnp.arange(size, dtype=jnp.float32) * 100 + rank * 10 + b, 2).reshape(2 * size, 1)
@@ -294,7 +297,7 @@ def check_vmap(rank, size):
             ]
         )  # row pair i goes to rank i
         exchanged = wrap(jax.vmap(hvd.alltoall))(rows)
-        check(
+        expect_array(
             exchanged,
             np.stack(
                 [
@@ -333,11 +336,19 @@ def check_pure_calls_agree_everywhere(rank, size):
     for _ in range(3):
         carried = carried + carried.sum()
     for repeat in range(3):
-        check(with_unused(x), np.full(3, 2 * total, np.float32), f"jit allreduce beside an unused one (run {repeat})")
-        check(loop_invariant(x), np.full(3, 3 * total, np.float32), f"allreduce of a loop invariant (run {repeat})")
-        check(loop_carried(x), np.full(3, carried[rank], np.float32), f"allreduce of a loop carry (run {repeat})")
-        check(in_a_branch(x, repeat % 2 == 0), np.full(3, total if repeat % 2 == 0 else 0, np.float32), "cond")
-    check(hvd.allreduce(x, op=hvd.Sum, name="pure.after"), np.full(3, total, np.float32), "eager allreduce after")
+        expect_array(
+            with_unused(x), np.full(3, 2 * total, np.float32), f"jit allreduce beside an unused one (run {repeat})"
+        )
+        expect_array(
+            loop_invariant(x), np.full(3, 3 * total, np.float32), f"allreduce of a loop invariant (run {repeat})"
+        )
+        expect_array(
+            loop_carried(x), np.full(3, carried[rank], np.float32), f"allreduce of a loop carry (run {repeat})"
+        )
+        expect_array(in_a_branch(x, repeat % 2 == 0), np.full(3, total if repeat % 2 == 0 else 0, np.float32), "cond")
+    expect_array(
+        hvd.allreduce(x, op=hvd.Sum, name="pure.after"), np.full(3, total, np.float32), "eager allreduce after"
+    )
     print(f"rank {rank}: pure compiled collectives agree on every rank", flush=True)
 
 
@@ -350,21 +361,18 @@ def check_objects(rank, size):
 def main():
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
-    for check_fn in (
-        check_allreduce,
-        check_scaling_matches_eager,
-        check_grouped_allreduce,
-        check_allgather,
-        check_broadcast,
-        check_broadcast_of_unsigned_words,
-        check_alltoall,
-        check_reducescatter,
-        check_gradients,
-        check_vmap,
-        check_pure_calls_agree_everywhere,
-        check_objects,
-    ):
-        check_fn(rank, size)
+    check(check_allreduce, rank, size)
+    check(check_scaling_matches_eager, rank, size)
+    check(check_grouped_allreduce, rank, size)
+    check(check_allgather, rank, size)
+    check(check_broadcast, rank, size)
+    check(check_broadcast_of_unsigned_words, rank, size)
+    check(check_alltoall, rank, size)
+    check(check_reducescatter, rank, size)
+    check(check_gradients, rank, size)
+    check(check_vmap, rank, size)
+    check(check_pure_calls_agree_everywhere, rank, size)
+    check(check_objects, rank, size)
     hvd.shutdown()
 
 

@@ -10,6 +10,7 @@ import tempfile
 import jax
 import jax.numpy as jnp
 import numpy as np
+from checks import check
 from rank_checks import assert_equal, expect_error, run_main
 from timeline_checks import ALLREDUCE_RUNS, read_timeline
 
@@ -107,15 +108,15 @@ def check_use_before_init_fails():
 def check_errors(rank, size):
     """Every check after init(); the mismatched shapes last, since they leave failed
     collectives behind. jax_training.py runs them in its launch, after its own."""
-    check_trace_time_errors(rank, size)
-    check_core_refuses_bool_reductions_with_the_python_text(rank, size)
-    check_back_to_back_dispatch(rank, size)
-    check_each_execution_runs_a_collective_once(rank, size)
-    check_mismatched_shapes_fail_everywhere(rank, size)
+    check(check_trace_time_errors, rank, size)
+    check(check_core_refuses_bool_reductions_with_the_python_text, rank, size)
+    check(check_back_to_back_dispatch, rank, size)
+    check(check_each_execution_runs_a_collective_once, rank, size)
+    check(check_mismatched_shapes_fail_everywhere, rank, size)
 
 
 def main():
-    check_use_before_init_fails()
+    check(check_use_before_init_fails)
     hvd.init()
     check_errors(hvd.rank(), hvd.size())
     hvd.shutdown()

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import jax_errors
 import numpy as np
 import optax
+from checks import check
 from rank_checks import assert_equal, run_main
 from timeline_checks import fused_share, read_timeline
 
@@ -239,21 +240,23 @@ def check_compression(rank, size, params):
 def main():
     # jax_errors.py's checks share this launch (JAX's start-up and compiles on every
     # rank cost more than they do): use before init() first, the rest after training.
-    jax_errors.check_use_before_init_fails()
+    check(jax_errors.check_use_before_init_fails)
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
-    params = check_broadcast_parameters(rank, size)
-    check_matches_full_batch(rank, size, params)
-    check_matches_full_batch(rank, size, params, predivide=float(size))
-    check_matches_full_batch(rank, size, params, passes=2, steps=6)
-    check_matches_full_batch(rank, size, params, bucket_bytes=1)  # one call per gradient
-    check_matches_full_batch(rank, size, params, passes=2, steps=4, bucket_bytes=300)  # uneven buckets in lax.cond
-    check_matches_full_batch(rank, size, params, bucket_bytes=4 << 20)  # one bucket holds them all
-    check_gradient_pytree_is_fused(rank, size, params)
-    check_in_place_reduction(rank, size, params)
-    check_compression(rank, size, params)
-    check_alltoall_splits_without_x64(rank, size)
-    jax_errors.check_errors(rank, size)
+    params = check(check_broadcast_parameters, rank, size)
+    full_batch = check_matches_full_batch
+    check("matches_full_batch", full_batch, rank, size, params)
+    check("matches_full_batch_predivided", full_batch, rank, size, params, predivide=float(size))
+    check("matches_full_batch_two_passes", full_batch, rank, size, params, passes=2, steps=6)
+    check("matches_full_batch_one_call_per_gradient", full_batch, rank, size, params, bucket_bytes=1)
+    # Uneven buckets in lax.cond, then one bucket that holds them all.
+    check("matches_full_batch_uneven_buckets", full_batch, rank, size, params, passes=2, steps=4, bucket_bytes=300)
+    check("matches_full_batch_one_bucket", full_batch, rank, size, params, bucket_bytes=4 << 20)
+    check(check_gradient_pytree_is_fused, rank, size, params)
+    check(check_in_place_reduction, rank, size, params)
+    check(check_compression, rank, size, params)
+    check(check_alltoall_splits_without_x64, rank, size)
+    jax_errors.check_errors(rank, size)  # named checks of their own
     hvd.shutdown()
 
 

@@ -30,6 +30,7 @@ def limit_threads():
 limit_threads()
 
 import keras  # noqa: E402
+from checks import check  # noqa: E402
 from keras_callback_checks import (  # noqa: E402
     check_broadcast_overwrites_other_ranks,
     check_learning_rate_schedule,
@@ -51,19 +52,20 @@ def main():
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
     assert keras.backend.backend() == os.environ["KERAS_BACKEND"], keras.backend.backend()
-    check_wrapper_properties()
-    check_optimizers_match_one_process(rank, size)
-    check_broadcast_overwrites_other_ranks(rank, size)
-    check_metric_average(rank, size)
-    check_learning_rate_warmup(rank, size)
-    check_learning_rate_schedule(rank, size)
-    check_checkpoint_on_rank_zero_and_resume(rank, size, sys.argv[1])
+    check(check_wrapper_properties)
+    check(check_optimizers_match_one_process, rank, size)
+    check(check_broadcast_overwrites_other_ranks, rank, size)
+    check(check_metric_average, rank, size)
+    check(check_learning_rate_warmup, rank, size)
+    check(check_learning_rate_schedule, rank, size)
+    check(check_checkpoint_on_rank_zero_and_resume, rank, size, sys.argv[1])
     if len(sys.argv) > 2:
         from keras_parity import check_parity
 
-        check_parity(rank, size, sys.argv[2])
-    message = check_mismatched_shapes_fail_fit(rank, size)
-    print(f"rank {rank}: fit failed as expected: {message[:1500]}", flush=True)
+        check(check_parity, rank, size, sys.argv[2])
+    message = check(check_mismatched_shapes_fail_fit, rank, size)
+    if message:
+        print(f"rank {rank}: fit failed as expected: {message[:1500]}", flush=True)
     hvd.shutdown()
 
 

@@ -7,6 +7,7 @@ disagreeing add calls. Run at 3 and 4 ranks (the odd set has one rank at 3)."""
 import os
 
 import numpy as np
+from checks import check
 from rank_checks import assert_equal, run_main
 
 import lockstep.numpy as hvd
@@ -163,20 +164,30 @@ def main():
     odd = hvd.ProcessSet([r for r in range(size) if r % 2 == 1])
     hvd.init(process_sets=[even, odd])
     me = hvd.rank()
+    my_set = even if me % 2 == 0 else odd
+    check(check_static_sets, me, size, even, odd, my_set)
+    for round_index in range(2):  # interleaved with global ops, twice (cached the second time)
+        check("collectives_on_a_set", check_every_collective, me, my_set, f"set.{round_index}")
+        check(check_global_op, me, size)
+        check(
+            "collectives_on_the_global_set", check_every_collective, me, hvd.global_process_set, f"global.{round_index}"
+        )
+    check(check_same_name_in_two_sets, me, my_set)
+    removed = check(check_overlapping_set, me, size, my_set)
+    check(check_dynamic_sets, me, size, removed)
+    check(check_errors, me, even, odd)
+    check(check_restart, me, even, odd)
+
+
+def check_static_sets(me, size, even, odd, my_set):
     assert (even.process_set_id, odd.process_set_id) == (1, 2), (even, odd)
     assert hvd.global_process_set.ranks == list(range(size)) and hvd.global_process_set.size() == size
-    my_set = even if me % 2 == 0 else odd
     assert my_set.included() and my_set.rank() == my_set.ranks.index(me)
     assert (odd if my_set is even else even).rank() == -1
-    for round_index in range(2):  # interleaved with global ops, twice (cached the second time)
-        check_every_collective(me, my_set, f"set.{round_index}")
-        assert_equal(hvd.allreduce(np.array([me]), op=hvd.Sum), np.array([sum(range(size))]), "global op")
-        check_every_collective(me, hvd.global_process_set, f"global.{round_index}")
-    check_same_name_in_two_sets(me, my_set)
-    removed = check_overlapping_set(me, size, my_set)
-    check_dynamic_sets(me, size, removed)
-    check_errors(me, even, odd)
-    check_restart(me, even, odd)
+
+
+def check_global_op(me, size):
+    assert_equal(hvd.allreduce(np.array([me]), op=hvd.Sum), np.array([sum(range(size))]), "global op")
 
 
 def check_restart(me, even, odd):

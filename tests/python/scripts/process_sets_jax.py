@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from checks import check
 from rank_checks import run_main
 
 import lockstep.jax as hvd
@@ -79,21 +80,25 @@ def main():
     odd = hvd.add_process_set([r for r in range(size) if r % 2 == 1])
     me = hvd.rank()
     mine, other = (even, odd) if me % 2 == 0 else (odd, even)
-    check_collectives(me, mine, size)
-    check_optimizer(me, mine)
+    check(check_collectives, me, mine, size)
+    check(check_optimizer, me, mine)
+    check(check_traced_op_on_another_set_is_refused, me, other)
+    # lockstep.keras' optimizer on the same set, on Keras' JAX backend, in this launch:
+    # starting JAX on 4 ranks costs more than the check.
+    os.environ.setdefault("KERAS_BACKEND", "jax")
+    from process_sets_keras import check_optimizer_on_a_set
+
+    check(check_optimizer_on_a_set, me, mine)
+    hvd.barrier()  # nobody exits (and so shuts down) while others still run set ops
+
+
+def check_traced_op_on_another_set_is_refused(me, other):
     try:
         jax.jit(lambda x: hvd.allreduce(x, process_set=other))(jnp.ones(1))
     except ValueError as error:
         assert f"rank {me} is not in process set" in str(error), str(error)
     else:
         raise AssertionError("a traced op on a set without this rank was accepted")
-    # lockstep.keras' optimizer on the same set, on Keras' JAX backend, in this launch:
-    # starting JAX on 4 ranks costs more than the check.
-    os.environ.setdefault("KERAS_BACKEND", "jax")
-    from process_sets_keras import check_optimizer_on_a_set
-
-    check_optimizer_on_a_set(me, mine)
-    hvd.barrier()  # nobody exits (and so shuts down) while others still run set ops
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ and the differentiable collectives, whose gradients run on the same set."""
 import os
 
 import torch
+from checks import check
 from rank_checks import run_main
 
 import lockstep.torch as hvd
@@ -86,9 +87,13 @@ def main():
     odd = hvd.add_process_set([r for r in range(size) if r % 2 == 1])
     me = hvd.rank()
     my_set, other_set = (even, odd) if me % 2 == 0 else (odd, even)
-    check_optimizer(me, my_set, other_set)
-    check_state_broadcast(me, my_set)
-    check_differentiable_ops(me, my_set)
+    check(check_optimizer, me, my_set, other_set)
+    check(check_state_broadcast, me, my_set)
+    check(check_differentiable_ops, me, my_set)
+    check(check_global_op_after_the_set_ops, me, size)
+
+
+def check_global_op_after_the_set_ops(me, size):
     total = hvd.allreduce(torch.tensor([float(me)]), op=hvd.Sum)
     assert_close(total, torch.tensor([float(sum(range(size)))]), "global op after the set ops")
 

@@ -8,6 +8,7 @@ import traceback
 
 import ml_dtypes
 import numpy as np
+from checks import failed_checks
 
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 FLOAT_DTYPES = [np.dtype(np.float16), BFLOAT16, np.dtype(np.float32), np.dtype(np.float64)]
@@ -156,7 +157,11 @@ def expect_error(error_types, fragments, function, *args, **kwargs):
 
 def run_main(main):
     """Run main(); on any failure print the traceback and exit non-zero at once.
-    Refuses to run under python -O (PYTHONOPTIMIZE), which strips every assert."""
+    Named checks (checks.check) that failed were reported as they failed and the
+    script went on: it ends with a FAILED line instead of ALL CHECKS PASSED, but exit
+    status 0, since a non-zero one makes mpirun kill the other ranks before they
+    report their checks. Refuses to run under python -O (PYTHONOPTIMIZE), which
+    strips every assert."""
     try:
         if not __debug__:
             raise SystemExit("rank checks are assert statements: run without python -O / PYTHONOPTIMIZE")
@@ -164,7 +169,14 @@ def run_main(main):
     except BaseException:  # also SystemExit/KeyboardInterrupt: never leave peers waiting
         print(f"rank {os.environ.get('OMPI_COMM_WORLD_RANK')}: FAILED", flush=True)
         traceback.print_exc()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(1)
+        _exit(1)
+    if failed_checks():
+        print(f"rank {world_rank()}: FAILED checks: {', '.join(failed_checks())}", flush=True)
+        _exit(0)
     print(f"rank {world_rank()}: ALL CHECKS PASSED", flush=True)
+
+
+def _exit(status):
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

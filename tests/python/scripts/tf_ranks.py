@@ -11,6 +11,7 @@ import tensorflow as tf  # noqa: E402
 tf.config.threading.set_inter_op_parallelism_threads(2)
 tf.config.threading.set_intra_op_parallelism_threads(1)
 
+from checks import check  # noqa: E402
 from rank_checks import expect_error, run_main  # noqa: E402
 from tf_collective_checks import check_collectives  # noqa: E402
 from tf_gradient_checks import check_collective_gradients, check_gradient_errors  # noqa: E402
@@ -35,22 +36,26 @@ def check_object_collectives(rank, size):
 def main():
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
-    check_collectives(rank, size)
-    check_collective_gradients(rank, size)
-    check_native_ops(rank, size)
-    check_gradient_errors()
-    share = check_independent_allreduces_fuse(rank, size)
+    check(check_collectives, rank, size)
+    check(check_collective_gradients, rank, size)
+    check(check_native_ops, rank, size)
+    check(check_gradient_errors)
+    share = check(check_independent_allreduces_fuse, rank, size)
     if share is not None:
         print(f"rank {rank}: {share:.0%} of independent allreduces in one tf.function were fused", flush=True)
-    check_join_and_barrier(rank, size)
-    check_broadcast_variables(rank, size)
-    check_tf1_session_hook(rank, size)
-    check_distributed_gradient_tape(rank, size)
-    check_tape_as_context_manager(rank, size)
-    check_object_collectives(rank, size)
-    check_errors(rank, size)
+    check(check_join_and_barrier, rank, size)
+    check(check_broadcast_variables, rank, size)
+    check(check_tf1_session_hook, rank, size)
+    check(check_distributed_gradient_tape, rank, size)
+    check(check_tape_as_context_manager, rank, size)
+    check(check_object_collectives, rank, size)
+    check(check_errors, rank, size)
     hvd.barrier()  # a rank's shutdown stops every rank: finish the local checks first
     hvd.shutdown()
+    check(check_not_initialized_after_shutdown)
+
+
+def check_not_initialized_after_shutdown():
     expect_error(hvd.NotInitializedError, ["init"], hvd.allreduce, tf.ones([1]))
     # autograph=False: autograph re-raises exceptions with custom constructors as StagingError.
     expect_error(hvd.NotInitializedError, ["init"], tf.function(lambda: hvd.allreduce(tf.ones([1])), autograph=False))

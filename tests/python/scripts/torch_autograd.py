@@ -7,6 +7,7 @@ knows every other rank's, so it can compute the expected gradient itself.
 
 import torch
 import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
+from checks import check
 from torch_checks import assert_close, assert_tensor_equal
 
 import lockstep.torch as hvd
@@ -159,10 +160,10 @@ def _compare_sync_batch_norm(rank, size, shape_tail, reference_class, momentum):
 
 
 def run(rank, size):
-    check_allreduce_gradients(rank, size)
-    check_grouped_allreduce_gradients(rank, size)
-    check_allgather_gradients(rank, size)
-    check_broadcast_gradients(rank, size)
-    check_alltoall_gradients(rank, size)
-    check_reducescatter_gradients(rank, size)
-    check_sync_batch_norm(rank, size)
+    check(check_allreduce_gradients, rank, size)
+    check(check_grouped_allreduce_gradients, rank, size)
+    check(check_allgather_gradients, rank, size)
+    check(check_broadcast_gradients, rank, size)
+    check(check_alltoall_gradients, rank, size)
+    check(check_reducescatter_gradients, rank, size)
+    check(check_sync_batch_norm, rank, size)

@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import torch
 import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
+from checks import check
 from rank_checks import alltoall_rows, average_values, expected_reduction, product_values, rank_values, rows_for
 from torch_checks import ALL_DTYPES, NUMERIC_DTYPES, NUMPY_DTYPES, assert_tensor_equal, to_torch
 
@@ -240,13 +241,13 @@ def check_poll_barrier_objects(rank, size):
 
 def run(rank, size):
     assert (rank, size) == (hvd.local_rank(), hvd.local_size()), "one host: local == global"
-    check_allreduce_forms(rank, size)
-    check_allreduce_sync_and_scaling(rank, size)
-    check_grouped_allreduce(rank, size)
-    check_allgather(rank, size)
-    check_broadcast(rank, size)
-    check_alltoall(rank, size)
-    check_reducescatter(rank, size)
-    check_non_contiguous(rank, size)
-    check_compression(rank, size)
-    check_poll_barrier_objects(rank, size)
+    check(check_allreduce_forms, rank, size)
+    check(check_allreduce_sync_and_scaling, rank, size)
+    check(check_grouped_allreduce, rank, size)
+    check(check_allgather, rank, size)
+    check(check_broadcast, rank, size)
+    check(check_alltoall, rank, size)
+    check(check_reducescatter, rank, size)
+    check(check_non_contiguous, rank, size)
+    check(check_compression, rank, size)
+    check(check_poll_barrier_objects, rank, size)

@@ -8,6 +8,7 @@ import os
 import numpy as np
 import torch
 import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
+from checks import check
 from rank_checks import expect_error
 from torch import nn
 from torch_checks import assert_tensor_equal
@@ -218,8 +219,8 @@ def check_optimizer_misuse(rank, size):
 
 
 def run(rank, size):
-    check_mismatches_across_ranks(rank, size)
-    check_name_in_flight(rank, size)
-    check_unsupported_tensors(rank, size)
-    check_bad_arguments(rank, size)
-    check_optimizer_misuse(rank, size)
+    check(check_mismatches_across_ranks, rank, size)
+    check(check_name_in_flight, rank, size)
+    check(check_unsupported_tensors, rank, size)
+    check(check_bad_arguments, rank, size)
+    check(check_optimizer_misuse, rank, size)

@@ -4,6 +4,7 @@ reaches the user, optimizer.step() completes what was started (no hang, nothing
 left pending), and training continues with identical parameters on every rank."""
 
 import torch
+from checks import check
 from rank_checks import expect_error
 from torch import nn
 
@@ -79,6 +80,13 @@ def check_clean_step_matches_reference(rank, size):
 
 
 def run(rank, size):
-    check_clean_step_matches_reference(rank, size)
-    check_exception_in_backward_hook(rank, size, set(range(size)), "every.rank.hook.fails")
-    check_exception_in_backward_hook(rank, size, {0}, "rank0.hook.fails")
+    check(check_clean_step_matches_reference, rank, size)
+    check(
+        "exception_in_every_ranks_backward_hook",
+        check_exception_in_backward_hook,
+        rank,
+        size,
+        set(range(size)),
+        "every.rank.hook.fails",
+    )
+    check("exception_in_rank_0s_backward_hook", check_exception_in_backward_hook, rank, size, {0}, "rank0.hook.fails")

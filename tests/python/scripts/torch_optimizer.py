@@ -8,6 +8,7 @@ import warnings
 
 import torch
 import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
+from checks import check
 from rank_checks import expect_error
 from torch import nn
 from torch_checks import assert_close, assert_identical_across_ranks
@@ -328,12 +329,12 @@ def _join_reference(data, steps_of, size):
 
 
 def run(rank, size):
-    check_equivalence(rank, size)
-    check_explicit_groups_and_default_names(rank, size)
-    check_buckets(rank, size)
-    check_sparse_gradients(rank, size)
-    check_unused_parameters(rank, size)
-    check_non_contiguous_gradients(rank, size)
-    check_misuse(rank, size)
-    check_optimizer_protocols(rank, size)
-    check_join_with_uneven_data(rank, size)
+    check(check_equivalence, rank, size)
+    check(check_explicit_groups_and_default_names, rank, size)
+    check(check_buckets, rank, size)
+    check(check_sparse_gradients, rank, size)
+    check(check_unused_parameters, rank, size)
+    check(check_non_contiguous_gradients, rank, size)
+    check(check_misuse, rank, size)
+    check(check_optimizer_protocols, rank, size)
+    check(check_join_with_uneven_data, rank, size)

@@ -4,6 +4,7 @@ state the optimizer creates lazily on its first step (Adam) and nested state (LB
 
 import torch
 import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
+from checks import check
 from torch import nn
 from torch_checks import assert_identical_across_ranks, assert_tensor_equal
 
@@ -137,8 +138,8 @@ def check_nested_lbfgs_state(rank, size):
 
 
 def run(rank, size):
-    check_broadcast_parameters(rank, size)
-    check_lazy_adam_state(rank, size)
-    check_sgd_state_with_groups(rank, size)
-    check_state_cleared_where_root_has_none(rank, size)
-    check_nested_lbfgs_state(rank, size)
+    check(check_broadcast_parameters, rank, size)
+    check(check_lazy_adam_state, rank, size)
+    check(check_sgd_state_with_groups, rank, size)
+    check(check_state_cleared_where_root_has_none, rank, size)
+    check(check_nested_lbfgs_state, rank, size)

@@ -1,0 +1,121 @@
+"""pytest's side of named checks (scripts/checks.py): one test per check of a rank
+script, one job per script and parameters.
+
+    @pytest.mark.rank_checks("allreduce_all.py")
+    def test_allreduce(num_ranks, rank_check):
+        run = rank_check.run(num_ranks, env={...})  # fails unless this check passed
+        assert "..." in run.stderr, run.describe()   # what the test asks of the whole job
+
+The marker names the script to launch, then any other files of scripts/ whose
+check(...) calls the script runs; without=[names] leaves checks out of this test
+and its job (for a launch that would not run them). pytest reads the check names from those files and
+makes one test of each (its id ends in the check's name, so `-k` selects checks).
+The first of a test's checks to run launches the job, for the checks that collection
+left selected only (LOCKSTEP_CHECKS), and the others read its output: a test whose
+other parameters differ gets its own job. A check that failed names its ranks and
+their tracebacks; check_reports.py says when a check passes.
+"""
+
+from dataclasses import dataclass, field
+
+import pytest
+from check_reports import CheckReports, collect_check_names
+from mpi_harness import SCRIPTS_DIR, run_ranks
+
+MARKER = "rank_checks"
+FIXTURE = "rank_check"
+_GROUPS = pytest.StashKey[dict]()
+
+
+@dataclass
+class _Group:
+    """The tests (checks) of one test function and parameters, and their one job."""
+
+    selected: list = field(default_factory=list)
+    remaining: int = 0
+    launch: tuple = None
+    run: object = None
+    tmp_path: object = None
+
+
+def configure(config):
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(script, *sources, without=()): one test per check(...) of a rank script (check_plugin.py)",
+    )
+    config.stash[_GROUPS] = {}
+
+
+def pytest_generate_tests(metafunc):
+    marker = metafunc.definition.get_closest_marker(MARKER)
+    if marker is None:
+        return
+    if FIXTURE not in metafunc.fixturenames:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: @{MARKER} needs the {FIXTURE} fixture")
+    names = collect_check_names([SCRIPTS_DIR / source for source in marker.args])
+    without = marker.kwargs.get("without", ())
+    unknown = set(without) - set(names)
+    if unknown:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: without= names no check of its script: {unknown}")
+    kept = [name for name in names if name not in without]
+    script = marker.args[0]
+    metafunc.parametrize(FIXTURE, [(script, tuple(names), name) for name in kept], ids=kept, indirect=True)
+
+
+def pytest_collection_finish(session):
+    groups = session.config.stash[_GROUPS]
+    for item in session.items:
+        key = _group_key(item)
+        if key is not None:
+            group = groups.setdefault(key, _Group())
+            group.selected.append(item.callspec.params[FIXTURE][2])
+            group.remaining += 1
+
+
+def _group_key(item):
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if FIXTURE not in params:
+        return None
+    others = tuple(sorted((key, repr(value)) for key, value in params.items() if key != FIXTURE))
+    return (str(item.path), item.originalname, others)
+
+
+@pytest.fixture
+def rank_check(request, built_extension, tmp_path_factory):
+    """This test's check (see the module's docstring); parametrized by the marker."""
+    script, collected, name = request.param
+    group = request.config.stash[_GROUPS][_group_key(request.node)]
+    yield RankCheck(script, collected, name, group, tmp_path_factory)
+    group.remaining -= 1
+    if group.remaining == 0:
+        group.run = None  # the last of its checks: the output is no longer needed
+
+
+class RankCheck:
+    def __init__(self, script, collected, name, group, tmp_path_factory):
+        self.script, self.collected, self.name = script, collected, name
+        self._group, self._tmp_path_factory = group, tmp_path_factory
+
+    @property
+    def tmp_path(self):
+        """A directory shared by the checks of one job (tmp_path is one test's own)."""
+        if self._group.tmp_path is None:
+            self._group.tmp_path = self._tmp_path_factory.mktemp(self.script.removesuffix(".py"))
+        return self._group.tmp_path
+
+    def run(self, num_ranks, timeout=120, env=None, args=(), mpirun_args=()):
+        """The job of this test's checks (launched by the first of them to run), after
+        failing this test unless its check passed."""
+        group = self._group
+        launch = (num_ranks, timeout, sorted((env or {}).items()), [str(a) for a in args], list(mpirun_args))
+        if group.launch is None:
+            job_env = dict(env or {})
+            if set(group.selected) != set(self.collected):
+                job_env["LOCKSTEP_CHECKS"] = ",".join(group.selected)
+            group.launch = launch
+            group.run = run_ranks(self.script, num_ranks, timeout, job_env, args, mpirun_args)
+        assert group.launch == launch, f"the checks of one job must launch it alike: {group.launch} != {launch}"
+        failure = CheckReports(group.run, num_ranks, self.collected, group.selected).failure_of(self.name)
+        if failure:
+            pytest.fail(failure, pytrace=False)
+        return group.run
