@@ -93,9 +93,11 @@ class CycleDriver {
   Turn ClaimForLoop() { return Claim(Event::kLoopClaims, /*wait=*/true); }
   // Callers and kernels never wait; empty when held, stopped or not allowed.
   Turn TryClaim(Who who);
-  // Under a kernel's turn: whether it keeps it, given what else is in flight here.
-  static bool KernelMayStay(const KernelDrive& limits, bool other_work_in_flight) {
-    return !limits.only_when_idle || !other_work_in_flight;
+  // Under a kernel's turn: whether it keeps it, given what else is in flight here
+  // (asked only where it matters: the question walks every set).
+  template <typename InFlight>
+  static bool KernelMayStay(const KernelDrive& limits, InFlight other_work_in_flight) {
+    return !limits.only_when_idle || !other_work_in_flight();
   }
 
   // Under a turn. Stop is final: every later claim is refused.

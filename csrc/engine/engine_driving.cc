@@ -176,7 +176,7 @@ void Engine::EnqueueAndDrive(std::vector<OpSpec> specs, bool grouped,
       queue_.Wake();  // as in Wait: the thread running cycles may be polling coarsely
       return;
     }
-    if (!CycleDriver::KernelMayStay(limits, AnyPending() || AnyUnsent())) {
+    if (!CycleDriver::KernelMayStay(limits, [this] { return AnyPending() || AnyUnsent(); })) {
       turn.Release();
       queue_.Wake();  // the loop finishes these ops along with what is in flight
       return;

@@ -67,9 +67,14 @@ TEST(CycleDriverTest, AKernelLeavesUnorderedWorkInFlightToTheLoop) {
   KernelDrive in_order;
   KernelDrive unordered;
   unordered.only_when_idle = true;
-  EXPECT_TRUE(CycleDriver::KernelMayStay(in_order, /*other_work_in_flight=*/true));
-  EXPECT_TRUE(CycleDriver::KernelMayStay(unordered, false));
-  EXPECT_FALSE(CycleDriver::KernelMayStay(unordered, true));
+  int asked = 0;
+  const auto busy = [&] { return ++asked, true; };
+  const auto idle = [&] { return ++asked, false; };
+  EXPECT_TRUE(CycleDriver::KernelMayStay(in_order, busy));
+  EXPECT_EQ(asked, 0);  // in-order kernels never ask what else is in flight
+  EXPECT_TRUE(CycleDriver::KernelMayStay(unordered, idle));
+  EXPECT_FALSE(CycleDriver::KernelMayStay(unordered, busy));
+  EXPECT_EQ(asked, 2);
 }
 
 TEST(CycleDriverTest, ATurnSetsTheStateAndReleasingParks) {
