@@ -26,7 +26,10 @@ int CountOf(size_t bytes) {
 }
 
 // MPI hands a user op no context but its datatype, so each exchange's combining
-// function (ExchangeOptions::combine) travels as an attribute of its vector datatype.
+// function (ExchangeOptions::combine) travels as an attribute of its vector datatype:
+// the function pointer itself, never a pointer into the exchange, because an abandoned
+// collective (a peer stopped answering) may still run the op after the exchange is
+// gone.
 int CombineKeyval() {
   static const int keyval = [] {
     int created = MPI_KEYVAL_INVALID;
@@ -46,7 +49,9 @@ void CombineVectors(void* in, void* inout, int* len, MPI_Datatype* datatype) {
   int found = 0;
   MPI_Type_get_attr(*datatype, CombineKeyval(), &attribute, &found);
   if (!found) std::abort();  // every exchange sets it on the datatype it reduces with
-  const VectorCombine combine = *static_cast<const VectorCombine*>(attribute);
+  VectorCombine combine = nullptr;
+  static_assert(sizeof(combine) == sizeof(attribute), "a function pointer fits an attribute");
+  std::memcpy(&combine, &attribute, sizeof(combine));
   const size_t words = static_cast<size_t>(bytes) / sizeof(uint64_t);
   const bool aligned = reinterpret_cast<uintptr_t>(in) % alignof(uint64_t) == 0 &&
                        reinterpret_cast<uintptr_t>(inout) % alignof(uint64_t) == 0;
@@ -103,7 +108,9 @@ MpiExchange::MpiExchange(MPI_Comm comm, ExchangeOptions options, std::shared_ptr
                               &vector_type_),
           "MPI_Type_contiguous");
     Check(MPI_Type_commit(&vector_type_), "MPI_Type_commit");
-    Check(MPI_Type_set_attr(vector_type_, CombineKeyval(), &options_.combine), "MPI_Type_set_attr");
+    void* attribute = nullptr;
+    std::memcpy(&attribute, &options_.combine, sizeof(attribute));
+    Check(MPI_Type_set_attr(vector_type_, CombineKeyval(), attribute), "MPI_Type_set_attr");
     Check(MPI_Op_create(&CombineVectors, /*commute=*/1, &combine_op_), "MPI_Op_create");
   }
 }
