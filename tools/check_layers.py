@@ -2,7 +2,10 @@
 
 Each folder sits in a layer; a file may include headers of its own folder and of
 folders in lower layers, never of a higher layer or of another folder in its own layer
-(the exceptions are listed in SIDEWAYS). Above the backends nothing sees MPI: no
+(the exceptions are listed in SIDEWAYS). The control plane (wire/, negotiation/) does
+no arithmetic on tensor data, so it never includes reduction/ (CONTROL_PLANE): the
+payload lane's data work lives in backends/host/payload_lane. Above the backends
+nothing sees MPI: no
 `#include <mpi.h>` there, and of backends/mpi/ only mpi_world.h, which is MPI-free.
 The bindings use only the public headers in include/lockstep/, which include nothing
 but each other.
@@ -29,6 +32,9 @@ LAYERS = [
 ]
 # Same-layer includes that are part of the design: NCCL agrees on outcomes over MPI.
 SIDEWAYS = {("backends/nccl", "backends/mpi")}
+# Lower folders these may not include although they could by layer: negotiation decides
+# what rides in the payload lane, and never reads, scales or reduces tensor memory.
+CONTROL_PLANE = {"wire": {"reduction"}, "negotiation": {"reduction"}}
 ONLY_PUBLIC = {"bindings"}  # may include nothing of csrc/ but the public headers
 # Folders that may not see MPI, and the MPI-free headers of backends/mpi/ they may use.
 MPI_FREE = {"common", "reduction", "wire", "fusion", "negotiation", "submit", "engine", "api", "bindings"}
@@ -84,6 +90,8 @@ def violations(csrc):
                 found.append(f"{where}: {source}/ is below {target}/")
             elif target_layer == source_layer and (source, target) not in SIDEWAYS:
                 found.append(f"{where}: {source}/ and {target}/ are siblings")
+            elif target in CONTROL_PLANE.get(source, ()):
+                found.append(f"{where}: {source}/ is the control plane: tensor data is backends/host/payload_lane's")
             elif target == "backends/mpi" and source in MPI_FREE and name not in MPI_FREE_HEADERS:
                 found.append(f"{where}: {source}/ must not see MPI (use the transport seam)")
     return found

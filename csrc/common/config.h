@@ -50,7 +50,7 @@ struct Config {
   // memory, across hosts among one leader per host, then back within each host.
   bool hierarchical_allreduce = false;
   // A thread waiting for its op runs the negotiation cycles itself while no other
-  // thread does (engine_driving.cc); false: only the background thread runs them.
+  // thread does (engine/cycle_driver.h); false: only the background thread runs them.
   bool caller_cycles = true;
   LogLevel log_level = LogLevel::kWarning;
   // Most bytes of freed large host results (64 KiB+) kept for reuse

@@ -39,7 +39,8 @@ Engine::Engine(World world, const Config& config, HandleTable& handles, OpNamer&
       logger_(config.log_level, world_.topology.rank),
       handles_(handles),
       namer_(namer),
-      table_(world_.topology.size) {
+      table_(world_.topology.size),
+      driver_(config.caller_cycles, world_.any_thread_may_call, world_.ranks_outnumber_cores) {
   sets_[0] =
       std::make_unique<ProcessSet>(0, world_.communicator, *table_.Ranks(0), topology(), config_,
                                    logger_, timeline_, IdleWait(), world_.hostnames, call_clock_);
@@ -64,10 +65,6 @@ Engine::Engine(World world, const Config& config, HandleTable& handles, OpNamer&
   if (!config_.timeline_path.empty() && topology().rank == 0) {
     timeline_.Start(config_.timeline_path, config_.timeline_mark_cycles);
   }
-  // Callers may run cycles themselves only where MPI lets any thread call it, one at a
-  // time.
-  callers_drive_ = config_.caller_cycles && world_.any_thread_may_call;
-  kernels_drive_ = callers_drive_ && !world_.ranks_outnumber_cores;
   running_ = true;
   thread_ = std::thread([this] { Loop(); });
   // Named here, not by the thread: it may not run for a while (callers drive cycles
@@ -115,8 +112,7 @@ std::vector<Handle> Engine::Enqueue(std::vector<OpSpec> specs, bool grouped,
     entries[i].handle = handles_.Allocate(callbacks.empty() ? nullptr : std::move(callbacks[i]));
     handles.push_back(entries[i].handle);
   }
-  // Where callers cannot run cycles, nobody but the loop would.
-  Submit(entries.data(), entries.size(), wake_loop || !callers_drive_);
+  Submit(entries.data(), entries.size(), driver_.WakeLoopOnSubmit(/*submitter_claims=*/!wake_loop));
   return handles;
 }
 
@@ -185,8 +181,8 @@ Topology Engine::TopologyFor(OpSpec& spec) const {
 bool Engine::RunCycles() {
   ProcessSet& global = *sets_.at(0);
   const bool had_pending = AnyPending();
-  NegotiationResult result =
-      global.controller().Negotiate(shutdown_requested_, joined_, had_pending, caller_driving_);
+  NegotiationResult result = global.controller().Negotiate(shutdown_requested_, joined_,
+                                                           had_pending, driver_.caller_blocked());
   if (result.shutdown) return false;
   CountCycle(result);
   // Only the global set's cycles are the same on every rank, so only they time the
@@ -201,7 +197,7 @@ bool Engine::RunCycles() {
   for (auto it = std::next(sets_.begin()); it != sets_.end(); ++it) {
     ProcessSet& set = *it->second;
     NegotiationResult own =
-        set.controller().Negotiate(false, false, set.HasPending(), caller_driving_);
+        set.controller().Negotiate(false, false, set.HasPending(), driver_.caller_blocked());
     CountCycle(own);
     progress = RunSetCycle(set, own) || progress;
   }

@@ -16,6 +16,7 @@
 #include "common/logging.h"
 #include "engine/autotune_driver.h"
 #include "engine/collective_watchdog.h"
+#include "engine/cycle_driver.h"
 #include "engine/process_set.h"
 #include "engine/process_set_table.h"
 #include "engine/timeline.h"
@@ -87,18 +88,19 @@ class Engine {
   Topology TopologyFor(OpSpec& spec) const;
   lockstep::IdleWait IdleWait();
   static std::chrono::microseconds CycleTime(const Config& config);
-  // engine_driving.cc: who runs the cycles. Whoever holds driver_ runs them, one
-  // thread at a time: the background loop, or a caller waiting for its own op.
+  // engine_driving.cc: the threads that run cycles, each holding driver_'s turn (the
+  // rules of who may: engine/cycle_driver.h): the background loop, a caller waiting
+  // for its own op, a framework kernel.
   void Loop();
-  void DriveCycle();  // driver_ held
+  void DriveCycle();  // turn held
   // Runs cycles until each of the `count` handles is done (or the engine stops), or
   // until `deadline` passes between two cycles, or after `max_cycles` (0: no limit).
-  // driver_ held. A pointer and count, so that a synchronous op's Wait passes its one
+  // Turn held. A pointer and count, so that a synchronous op's Wait passes its one
   // handle without allocating.
   void DriveUntilDone(const Handle* handles, size_t count,
                       std::chrono::steady_clock::time_point deadline, int max_cycles = 0);
-  std::chrono::microseconds TimeUntilNextCycle();  // driver_ held
-  void Stop(const std::string& reason);            // driver_ held
+  std::chrono::microseconds TimeUntilNextCycle();  // turn held
+  void Stop(const std::string& reason);            // turn held
   bool RunCycles();                                // false when the ranks agreed to shut down
   bool RunSetCycle(ProcessSet& set, NegotiationResult& result);
   bool AnyPending() const;
@@ -161,19 +163,9 @@ class Engine {
   // Written by the background thread only, read by any thread through stats().
   std::atomic<int64_t> cycles_{0}, full_rounds_{0}, cached_responses_{0}, negotiated_responses_{0};
 
-  // Held by whichever thread runs cycles; guards every piece of cycle state above.
-  std::mutex driver_;
-  bool stopped_ = false;  // driver_: the loop is over, every op failed
-  std::chrono::steady_clock::time_point last_cycle_end_;  // driver_
-  bool caller_driving_ = false;  // a caller's thread runs the cycles now (driver_ held)
-  // driver_: framework kernels completed their ops in cycles they ran themselves since
-  // the loop last ran one (TimeUntilNextCycle).
-  bool kernel_cycles_ = false;
-  bool callers_drive_ = false;  // MPI may be called from callers' threads (serialized)
-  // EnqueueAndDrive drives too. Not when ranks outnumber cores: a cycle then needs
-  // every rank's process scheduled, and a kernel's calls that each drive their own
-  // cycle in turn (instead of sharing cycles) took 30-46% longer at 3 ranks on 2 cores.
-  bool kernels_drive_ = false;
+  // Who runs the cycles. Whoever holds its turn owns every piece of cycle state above.
+  CycleDriver driver_;
+  std::chrono::steady_clock::time_point last_cycle_end_;  // turn held
 
   std::atomic<bool> shutdown_requested_{false};
   std::atomic<bool> running_{false};

@@ -1,9 +1,7 @@
-// Who runs the cycles. Every rank must run the same cycles in the same order, but not
-// on the same thread: whichever thread holds driver_ runs them (flat combining). The
-// background loop does when nobody else is; a caller waiting for its own op runs them
-// itself when the loop is parked, which saves the two thread hand-offs (caller to loop
-// and back) that dominated a small op's latency. Each cycle still admits every
-// thread's queued work, so nothing waits for the caller's op alone.
+// The threads that run cycles: the background loop, a caller waiting for its own op,
+// a framework kernel within its budget. Which of them may, and when, is the cycle
+// driver's (engine/cycle_driver.h, where the rules are documented); this file follows
+// them.
 #include <sys/prctl.h>
 
 #include <algorithm>
@@ -17,21 +15,6 @@
 namespace lockstep {
 namespace {
 
-// The engine whose cycle this thread is running, if any: a completion callback that
-// waits on a handle from inside a cycle must not try to drive again.
-thread_local const Engine* t_driving = nullptr;
-
-class DrivingMark {
- public:
-  explicit DrivingMark(const Engine* engine) : previous_(t_driving) { t_driving = engine; }
-  ~DrivingMark() { t_driving = previous_; }
-  DrivingMark(const DrivingMark&) = delete;
-  DrivingMark& operator=(const DrivingMark&) = delete;
-
- private:
-  const Engine* previous_;
-};
-
 // Negotiation's waits for other ranks sleep a few microseconds at a time; the default
 // timer slack (50 us) would stretch each one tenfold. Set once per thread that drives.
 void UseFineTimerSlack() {
@@ -39,18 +22,6 @@ void UseFineTimerSlack() {
   if (!done) prctl(PR_SET_TIMERSLACK, 1000UL);
   done = true;
 }
-
-// Marks the cycles a caller runs for its own op (Engine::caller_driving_).
-class CallerDriving {
- public:
-  explicit CallerDriving(bool* flag) : flag_(flag) { *flag_ = true; }
-  ~CallerDriving() { *flag_ = false; }
-  CallerDriving(const CallerDriving&) = delete;
-  CallerDriving& operator=(const CallerDriving&) = delete;
-
- private:
-  bool* flag_;
-};
 
 // Callbacks of EnqueueAndDrive's ops that complete on the thread driving for them run
 // once it has let go of the cycles: they are a framework's continuation (a TensorFlow
@@ -86,17 +57,16 @@ DoneCallback DeferredWhileDriving(DoneCallback done, uint64_t owner) {
 
 void Engine::Loop() {
   prctl(PR_SET_TIMERSLACK, 1000UL);  // microsecond sleeps must stay microseconds
-  DrivingMark mark(this);
   while (true) {
-    std::unique_lock<std::mutex> drive(driver_);
-    if (stopped_) break;
+    CycleDriver::Turn turn = driver_.ClaimForLoop();
+    if (!turn) break;  // stopped
     const auto wait = TimeUntilNextCycle();
     if (wait.count() > 0) {
-      drive.unlock();
+      turn.Release();
       queue_.WaitForWork(wait);  // then look again: a caller may have run cycles meanwhile
       continue;
     }
-    kernel_cycles_ = false;
+    driver_.LoopRunsCycle();
     DriveCycle();
   }
 }
@@ -113,8 +83,9 @@ std::chrono::microseconds Engine::TimeUntilNextCycle() {
   // that cost each 90 us tf.function call 6-9 us. So the next idle cycle is then the
   // longest stretch away; not where this rank is outside some set, whose members
   // negotiate through the global set's cycles and would wait for this rank's.
-  const int stretch =
-      kernel_cycles_ && sets_.size() == table_.Ids().size() ? kMaxIdleStretch : idle_stretch_;
+  const int stretch = driver_.kernel_cycles_only() && sets_.size() == table_.Ids().size()
+                          ? kMaxIdleStretch
+                          : idle_stretch_;
   const auto timeout = AnyPending() ? backoff_ : CycleTime(config_) * stretch;
   const auto left = last_cycle_end_ + timeout - std::chrono::steady_clock::now();
   return std::max(microseconds(0), std::chrono::duration_cast<microseconds>(left));
@@ -140,14 +111,15 @@ void Engine::DriveCycle() {
 }
 
 void Engine::Stop(const std::string& reason) {
-  stopped_ = true;
+  driver_.Stop();
   FailEverything(reason);
-  queue_.Wake();  // the loop may be parked: let it see stopped_ and end
+  queue_.Wake();  // the loop may be parked: let it see the stop and end
 }
 
 // Enqueue's work for one op without its vectors: this is every synchronous op's path.
 OpResult Engine::Run(OpSpec spec) {
-  return Wait(SubmitOne(std::move(spec), nullptr, /*wake_loop=*/!callers_drive_));
+  return Wait(
+      SubmitOne(std::move(spec), nullptr, driver_.WakeLoopOnSubmit(/*submitter_claims=*/true)));
 }
 
 Handle Engine::SubmitOne(OpSpec spec, DoneCallback on_done, bool wake_loop) {
@@ -159,25 +131,25 @@ Handle Engine::SubmitOne(OpSpec spec, DoneCallback on_done, bool wake_loop) {
 }
 
 OpResult Engine::Wait(Handle handle) {
-  if (!callers_drive_ || t_driving != nullptr || handles_.DoneOrUnknown(handle)) {
+  if (!driver_.MayClaim(CycleDriver::Who::kCaller) || handles_.DoneOrUnknown(handle)) {
     return handles_.Wait(handle);
   }
-  std::unique_lock<std::mutex> drive(driver_, std::try_to_lock);
-  if (!drive.owns_lock()) {
+  CycleDriver::Turn turn = driver_.TryClaim(CycleDriver::Who::kCaller);
+  if (!turn) {
     // Another thread runs the cycles; it may be waiting for peers with nothing of its
     // own at stake, polling coarsely: tell it local work arrived.
     queue_.Wake();
     return handles_.Wait(handle);
   }
   DriveUntilDone(&handle, 1, std::chrono::steady_clock::time_point::max());
-  drive.unlock();
+  turn.Release();
   return handles_.Wait(handle);
 }
 
 void Engine::EnqueueAndDrive(std::vector<OpSpec> specs, bool grouped,
                              std::vector<DoneCallback> callbacks, const KernelDrive& limits) {
   const auto deadline = std::chrono::steady_clock::now() + limits.budget;
-  const bool drive = kernels_drive_ && t_driving == nullptr && limits.budget.count() > 0;
+  const bool drive = driver_.MayClaimForKernel(limits.budget);
   DeferredCallbacks deferred;
   if (drive) {
     deferred.owner = NextDriveCall();
@@ -190,7 +162,8 @@ void Engine::EnqueueAndDrive(std::vector<OpSpec> specs, bool grouped,
   Handle lone = 0;
   std::vector<Handle> handles;
   if (specs.size() == 1 && callbacks.size() == 1 && !grouped) {
-    lone = SubmitOne(std::move(specs.front()), std::move(callbacks.front()), !drive);
+    lone = SubmitOne(std::move(specs.front()), std::move(callbacks.front()),
+                     driver_.WakeLoopOnSubmit(/*submitter_claims=*/drive));
   } else {
     handles = Enqueue(std::move(specs), grouped, std::move(callbacks), /*wake_loop=*/!drive);
   }
@@ -198,20 +171,20 @@ void Engine::EnqueueAndDrive(std::vector<OpSpec> specs, bool grouped,
   const size_t count = handles.empty() ? 1 : handles.size();
   if (!drive) return;
   {
-    std::unique_lock<std::mutex> driving(driver_, std::try_to_lock);
-    if (!driving.owns_lock()) {
+    CycleDriver::Turn turn = driver_.TryClaim(CycleDriver::Who::kKernel);
+    if (!turn) {
       queue_.Wake();  // as in Wait: the thread running cycles may be polling coarsely
       return;
     }
-    if (limits.only_when_idle && (AnyPending() || AnyUnsent())) {
-      driving.unlock();
+    if (!CycleDriver::KernelMayStay(limits, [this] { return AnyPending() || AnyUnsent(); })) {
+      turn.Release();
       queue_.Wake();  // the loop finishes these ops along with what is in flight
       return;
     }
     t_deferred = &deferred;
     DriveUntilDone(ids, count, deadline, limits.max_cycles);
     t_deferred = nullptr;
-    if (deferred.calls.size() == count) kernel_cycles_ = true;
+    if (deferred.calls.size() == count) driver_.KernelFinishedItsOps();
   }
   for (DeferredCall& call : deferred.calls) call.done(call.status, std::move(call.result));
 }
@@ -219,13 +192,11 @@ void Engine::EnqueueAndDrive(std::vector<OpSpec> specs, bool grouped,
 void Engine::DriveUntilDone(const Handle* handles, size_t count,
                             std::chrono::steady_clock::time_point deadline, int max_cycles) {
   UseFineTimerSlack();
-  DrivingMark mark(this);
-  CallerDriving caller(&caller_driving_);
   const auto all_done = [&] {
     return std::all_of(handles, handles + count,
                        [&](Handle handle) { return handles_.DoneOrUnknown(handle); });
   };
-  for (int cycles = 0; !stopped_ && !all_done(); ++cycles) {
+  for (int cycles = 0; !driver_.stopped() && !all_done(); ++cycles) {
     if (max_cycles > 0 && cycles == max_cycles) break;
     const auto wait = TimeUntilNextCycle();
     if (wait.count() > 0) {
@@ -237,7 +208,7 @@ void Engine::DriveUntilDone(const Handle* handles, size_t count,
   }
   // Work still in flight (other threads', or this caller's past its deadline) goes
   // back to the loop.
-  if (!stopped_ && (AnyPending() || AnyUnsent() || queue_.HasEntries())) queue_.Wake();
+  if (!driver_.stopped() && (AnyPending() || AnyUnsent() || queue_.HasEntries())) queue_.Wake();
 }
 
 }  // namespace lockstep

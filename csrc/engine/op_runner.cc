@@ -3,8 +3,11 @@
 namespace lockstep {
 
 OpRunner::OpRunner(const Topology& topology, Backend& host_transport, PhaseRecorder& phases,
-                   int64_t chunk_bytes, const GpuCollectivesOptions& gpu)
-    : host_(topology, host_transport, phases, chunk_bytes), gpu_options_(gpu) {
+                   int64_t chunk_bytes, const GpuCollectivesOptions& gpu,
+                   PayloadLane::SpecLookup pending)
+    : host_(topology, host_transport, phases, chunk_bytes),
+      payload_lane_(topology, phases, std::move(pending)),
+      gpu_options_(gpu) {
   gpu_options_.topology = topology;
   gpu_options_.host = &host_;
   gpu_options_.phases = &phases;
@@ -41,7 +44,7 @@ std::vector<OpResult> OpRunner::Run(const Response& response,
     tensors[i].spec = &entries[i]->spec;
     tensors[i].ready = entries[i]->ready_event.get();
   }
-  if (reduced != nullptr) return host_.FinishReduced(response, tensors, reduced);
+  if (reduced != nullptr) return payload_lane_.Finish(response, tensors, reduced);
   return CollectivesFor(response, entries).Run(response, tensors);
 }
 

@@ -1,5 +1,6 @@
 #include "engine/process_set.h"
 
+#include "backends/host/payload_lane.h"
 #include "engine/process_set_table.h"
 #include "wire/cycle_bits.h"
 #include "wire/cycle_lane.h"
@@ -41,6 +42,7 @@ std::unique_ptr<Exchange> NewExchange(Communicator& comm, const Config& config, 
   options.and_words = CycleBitsWords(config.cache_capacity);
   const int lane_bytes = Controller::LaneBytes(config);
   options.combine_words = lane_bytes > 0 ? CycleVectorWords(config.cache_capacity, lane_bytes) : 0;
+  options.combine = &CombineLaneVectors;
   return comm.NewExchange(std::move(options));
 }
 
@@ -74,13 +76,13 @@ ProcessSet::ProcessSet(int32_t id, std::shared_ptr<Communicator> comm, std::vect
       backend_(comm_->NewHostBackend(HostOptions(id, config), clock)),
       controller_(NewExchange(*comm_, config, std::move(idle_wait), HostnamesOf(ranks_, hostnames)),
                   topology_, config, logger),
-      runner_(topology_, *backend_, timeline, config.chunk_bytes, GpuOptions(id, *comm_, config)) {
+      runner_(topology_, *backend_, timeline, config.chunk_bytes, GpuOptions(id, *comm_, config),
+              [this](const std::string& name) -> const OpSpec* {
+                auto it = pending_.find(name);
+                return it == pending_.end() ? nullptr : &it->second.spec;
+              }) {
   if (id_ != 0) controller_.SetScope(Scope());
-  controller_.SetInputLookup([this](const std::string& name) -> const void* {
-    auto it = pending_.find(name);
-    if (it == pending_.end() || it->second.spec.device >= 0) return nullptr;
-    return it->second.spec.input;
-  });
+  controller_.SetLaneSource(&runner_.payload_lane());
 }
 
 std::string ProcessSet::Scope() const {

@@ -49,7 +49,8 @@ int32_t Engine::ProposeChange(const ProcessSetChange& change) {
   entry.enqueued_at = std::chrono::steady_clock::now();
   entry.handle = handles_.Allocate();
   const Handle handle = entry.handle;
-  Submit(&entry, 1, /*wake_loop=*/true);
+  // The proposer never runs cycles (applying a change is the loop's): it waits.
+  Submit(&entry, 1, driver_.WakeLoopOnSubmit(/*submitter_claims=*/false));
   OpResult result = handles_.Wait(handle);
   int32_t id = 0;
   std::memcpy(&id, result.buffer->data(), sizeof(id));

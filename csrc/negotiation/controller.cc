@@ -2,8 +2,6 @@
 
 #include <cstring>
 
-#include "reduction/reduce_kernels.h"
-#include "reduction/scaling.h"
 #include "wire/cycle_bits.h"
 
 namespace lockstep {
@@ -161,26 +159,17 @@ Controller::Flags Controller::ExchangeBits(bool shutdown_requested, bool joined,
 // A rank carries a tensor in the lane only while it is the one cached tensor this rank
 // has waiting: then, if every rank carries it, it is also the only cached response of
 // the cycle, so riding saves its whole data collective; with several ready they share
-// a fused collective anyway, which riding would not save. The contribution is the
-// input after prescale, exactly what the data path reduces (ChunkedAllreduce), and it
-// rides only where every order of combining gives the data path's bits (see
-// ReducesExactlyInAnyOrder). Every rank checks its own contribution; one that fails
-// leaves its lane empty, which empties the lane everywhere.
+// a fused collective anyway, which riding would not save. The lane source writes this
+// rank's contribution (and may refuse: see LaneSource::Fill); a rank that carries
+// nothing leaves its lane empty, which empties the lane everywhere.
 bool Controller::FillLane(bool joined, LaneHeader* header) {
-  if (joined || cache_paused_ || cached_pending_.size() != 1 || !input_lookup_) return false;
+  if (joined || cache_paused_ || cached_pending_.size() != 1 || lane_source_ == nullptr) {
+    return false;
+  }
   const auto& [id, request] = *cached_pending_.begin();
   const Response& response = cache_.Get(id);
   if (!CanRide(response, lane_bytes_)) return false;
-  const void* input = input_lookup_(request.name);
-  if (input == nullptr) return false;
-  const int64_t count = response.sizes[0];
-  void* payload = lane_payload_.data();
-  std::memcpy(payload, input, static_cast<size_t>(count) * DataTypeSize(response.dtype));
-  ScaleInPlace(payload, count, response.dtype, response.prescale);
-  if (!ReducesExactlyInAnyOrder(payload, count, response.dtype, response.reduce_op,
-                                topology_.size)) {
-    return false;
-  }
+  if (!lane_source_->Fill(response, request.name, lane_payload_.data())) return false;
   *header = HeaderFor(id, response);
   return true;
 }

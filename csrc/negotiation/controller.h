@@ -5,7 +5,6 @@
 
 #include <array>
 #include <chrono>
-#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -15,6 +14,7 @@
 #include "lockstep/lockstep.h"
 #include "negotiation/coordinator.h"
 #include "negotiation/exchange.h"
+#include "negotiation/lane_source.h"
 #include "negotiation/response_cache.h"
 #include "negotiation/stall_inspector.h"
 #include "wire/cycle_lane.h"
@@ -30,9 +30,10 @@ struct NegotiationResult {
   int cached_responses = 0;         // how many responses came from the cache, ridden included
   bool full_round = false;          // the cycle went through the coordinator
   // An allreduce whose data rode with the bits, or null; never also in `responses`. Its
-  // reduction is done (ridden_payload: every rank's prescaled contribution combined,
-  // before postscale and Average's division) and it needs no data collective. It
-  // points into the controller: valid until the controller's next Negotiate.
+  // reduction is done (ridden_payload, bytes the controller passes on unread: every
+  // rank's prescaled contribution combined, before postscale and Average's division)
+  // and it needs no data collective. It points into the controller: valid until the
+  // controller's next Negotiate.
   const Response* ridden = nullptr;
   std::array<uint8_t, kMaxLanePayloadBytes> ridden_payload{};
 };
@@ -43,9 +44,6 @@ class Controller {
   // Sleeps up to the given time, returning true early when local work (or a wake-up)
   // arrives: how the exchange waits for other ranks while its own rank is idle.
   using IdleWait = Exchange::IdleWait;
-  // This rank's input for a pending tensor, by name, in host memory; nullptr when it
-  // has none there (so its data cannot ride with the bits).
-  using InputLookup = std::function<const void*(const std::string& name)>;
 
   // `exchange` carries the cycle's messages among the set's ranks (topology.size of
   // them); its AND vectors are CycleBitsWords(config.cache_capacity) long, and with
@@ -69,8 +67,8 @@ class Controller {
   // Appended to stall warnings (ranks here are the communicator's, 0..size-1).
   void SetScope(const std::string& scope) { stall_inspector_.set_scope(scope); }
   // Where the data of a lone small cached allreduce comes from, to ride with the bits
-  // (FillLane); without it, nothing rides.
-  void SetInputLookup(InputLookup lookup) { input_lookup_ = std::move(lookup); }
+  // (FillLane); without it, nothing rides. Not owned; outlives the controller's cycles.
+  void SetLaneSource(LaneSource* source) { lane_source_ = source; }
 
  private:
   struct Flags {
@@ -78,7 +76,8 @@ class Controller {
   };
   // Leaves the reduced bits in cycle_summary_.bits.
   Flags ExchangeBits(bool shutdown_requested, bool joined, bool has_pending, WaitMode mode);
-  // The payload lane.
+  // The payload lane: which tensor rides is decided here, from cached responses; its
+  // data comes from lane_source_.
   bool FillLane(bool joined, LaneHeader* header);
   void DecideRide(const CycleVectorSummary& summary, const std::vector<uint64_t>& ready);
   void TakeReadyFromCache(const std::vector<uint64_t>& ready, NegotiationResult* out);
@@ -100,7 +99,7 @@ class Controller {
   std::map<int32_t, Clock::time_point> partial_since_;  // rank 0: slots pending somewhere
   bool cache_paused_ = false;  // while a rank has joined, everything goes in full
   int lane_bytes_ = 0;         // config.negotiation_payload_bytes
-  InputLookup input_lookup_;
+  LaneSource* lane_source_ = nullptr;
   std::array<uint64_t, kMaxLanePayloadBytes / 8> lane_payload_{};  // what this rank carries
   // This cycle's riding slot (-1: none) and its combined payload, the same on every rank.
   int32_t ridden_slot_ = -1;

@@ -24,6 +24,11 @@ class PeerTimeout : public Error {
 // Sleeps up to the given time, returning true early when local work arrives.
 using IdleWait = std::function<bool(std::chrono::microseconds)>;
 
+// How CombineAcrossRanks combines two ranks' vectors of `words` words:
+// inout = combine(in, inout); commutative and associative. A plain function, because
+// MPI's user ops take no context.
+using VectorCombine = void (*)(const uint64_t* in, uint64_t* inout, size_t words);
+
 // What every transport's exchange is made with.
 struct ExchangeOptions {
   std::vector<std::string> hostnames;  // [r]: rank r's host, for messages
@@ -31,9 +36,11 @@ struct ExchangeOptions {
   IdleWait idle_wait;
   std::chrono::microseconds idle_poll_cap{1000};  // longest sleep between polls while idle
   size_t and_words = 0;  // AndAcrossRanks' vector length, the same on every rank
-  // CombineAcrossRanks' vector length, the same on every rank; 0: it is never called
+  // CombineAcrossRanks' vector length, the same on every rank, and how it combines
+  // (backends/host/payload_lane's CombineLaneVectors); 0: it is never called
   // (negotiation carries no payload lane).
   size_t combine_words = 0;
+  VectorCombine combine = nullptr;
   // This host runs more ranks than it has cores (the transport sets it): a rank that
   // spins while waiting yields between polls, so that a peer sharing its core runs.
   bool cores_shared = false;
@@ -61,8 +68,8 @@ class Exchange {
   // PeerTimeout.
   virtual void AndAcrossRanks(std::vector<uint64_t>* words, WaitMode mode) = 0;
   // The same for a cycle vector with a payload lane (wire/cycle_lane.h): every rank's
-  // vector combined with CombineCycleVectors, in one reduction that never splits a
-  // vector, so the lane's payload reduces along with the bits.
+  // vector combined with ExchangeOptions::combine, in one reduction that never splits
+  // a vector, so the lane's payload reduces along with the bits.
   virtual void CombineAcrossRanks(std::vector<uint64_t>* words, WaitMode mode) = 0;
   // Rank 0 gets every rank's bytes (index = rank); the others get nothing.
   virtual std::vector<Bytes> GatherAtRoot(Bytes mine) = 0;

@@ -4,7 +4,6 @@
 #include <cstring>
 #include <string>
 
-#include "reduction/reduce_kernels.h"
 #include "wire/wire.h"
 
 namespace lockstep {
@@ -158,7 +157,8 @@ void DecodeCycleVectorInto(const std::vector<uint64_t>& reduced, int cache_capac
   std::memcpy(summary.payload.data(), payload, used);
 }
 
-void CombineCycleVectors(const uint64_t* in, uint64_t* inout, size_t words) {
+void CombineCycleVectors(const uint64_t* in, uint64_t* inout, size_t words,
+                         LanePayloadReduce reduce) {
   const uint64_t descriptor = inout[0];
   const size_t payload_words = descriptor & 0xffffffff;
   const bool shaped = in[0] == descriptor && descriptor >> 32 == kLaneMagic && payload_words >= 1 &&
@@ -172,8 +172,7 @@ void CombineCycleVectors(const uint64_t* in, uint64_t* inout, size_t words) {
   LaneHeader mine, theirs;
   if (in[1] == inout[1] && UnpackHeader(inout[1], inout[2], payload_words, &mine) &&
       UnpackHeader(in[1], in[2], payload_words, &theirs)) {
-    ReduceInto(in + kLaneFixedWords, inout + kLaneFixedWords, mine.count, mine.dtype,
-               mine.reduce_op);
+    reduce(mine, in + kLaneFixedWords, inout + kLaneFixedWords);
     return;
   }
   inout[1] = kEmptyHeader;

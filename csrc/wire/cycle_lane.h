@@ -1,6 +1,9 @@
 // The cycle vector with a payload lane: the negotiation bits (cycle_bits.h) plus room
 // for one small cached allreduce's data, so that the cycle's one reduction across
-// ranks also reduces that tensor and it needs no data collective of its own.
+// ranks also reduces that tensor and it needs no data collective of its own. This is
+// the lane's format only: what rides is decided by negotiation (negotiation/controller),
+// and the data (reading it, prescaling, reducing the payloads, finishing the result)
+// is handled beside the host collectives (backends/host/payload_lane).
 //
 // Layout, in u64 words, the same length on every rank (so every rank's count agrees):
 //   [descriptor][header][~header][payload: payload_bytes / 8 words][cycle bits]
@@ -77,11 +80,16 @@ CycleVectorSummary DecodeCycleVector(const std::vector<uint64_t>& reduced, int c
 void DecodeCycleVectorInto(const std::vector<uint64_t>& reduced, int cache_capacity,
                            int payload_bytes, CycleVectorSummary* out);
 
+// How two lanes' payloads combine, once the format has found that both carry `lane`:
+// inout = reduce(in, inout), lane.count elements. Commutative and associative.
+using LanePayloadReduce = void (*)(const LaneHeader& lane, const void* in, void* inout);
+
 // The reduction across ranks, inout = combine(in, inout), for vectors of `words` words:
 // bitwise AND of the bits; the lanes as described above, their payloads with
-// lockstep's own kernels (reduction/reduce_kernels.h). Commutative and associative, so
-// MPI may apply it in any order. Vectors whose descriptors differ or are not lane
-// descriptors are ANDed whole (DecodeCycleVector then rejects the result).
-void CombineCycleVectors(const uint64_t* in, uint64_t* inout, size_t words);
+// `reduce`. Commutative and associative when `reduce` is, so MPI may apply it in any
+// order. Vectors whose descriptors differ or are not lane descriptors are ANDed whole
+// (DecodeCycleVector then rejects the result).
+void CombineCycleVectors(const uint64_t* in, uint64_t* inout, size_t words,
+                         LanePayloadReduce reduce);
 
 }  // namespace lockstep

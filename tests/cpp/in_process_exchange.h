@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/host/payload_lane.h"
 #include "negotiation/exchange.h"
-#include "wire/cycle_lane.h"
 
 namespace lockstep {
 
@@ -104,7 +104,7 @@ class InProcessExchange : public Exchange {
         throw Error("combine of unequal lengths");
       }
       std::memcpy(r == 0 ? acc.data() : theirs.data(), all[r].data(), all[r].size());
-      if (r > 0) CombineCycleVectors(theirs.data(), acc.data(), acc.size());
+      if (r > 0) CombineLaneVectors(theirs.data(), acc.data(), acc.size());
     }
     *words = std::move(acc);
   }

@@ -1,7 +1,7 @@
-// The controller's payload lane on the in-process transport: when a lone small cached
-// allreduce rides with the bits (every rank decides alike, from the reduced vector),
-// what its reduced payload holds, and every case that must fall back to the data
-// collective instead.
+// The controller's payload lane on the in-process transport, its data from the real
+// PayloadLane (backends/host/payload_lane): when a lone small cached allreduce rides
+// with the bits (every rank decides alike, from the reduced vector), what its reduced
+// payload holds, and every case that must fall back to the data collective instead.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "backends/host/payload_lane.h"
+#include "engine/timeline.h"
 #include "in_process_exchange.h"
 #include "negotiation/controller.h"
 
@@ -33,8 +35,8 @@ Request Allreduce(int rank, const std::string& name, DataType dtype, ReduceOp op
   return r;
 }
 
-// `size` ranks, each a Controller on the in-process transport whose inputs (by name)
-// come from `inputs[rank]`, raw bytes.
+// `size` ranks, each a Controller on the in-process transport whose lane data comes
+// from a PayloadLane over `inputs_[rank]`: host tensors' bytes, by name.
 class LaneJob {
  public:
   explicit LaneJob(int size, int lane_bytes = 64) : hub_(size), inputs_(size) {
@@ -47,18 +49,22 @@ class LaneJob {
       topology.size = size;
       controllers_.push_back(std::make_unique<Controller>(
           std::make_unique<InProcessExchange>(hub_, rank), topology, config, *loggers_.back()));
-      controllers_.back()->SetInputLookup([this, rank](const std::string& name) -> const void* {
-        auto it = inputs_[rank].find(name);
-        return it == inputs_[rank].end() ? nullptr : it->second.data();
-      });
+      lanes_.push_back(std::make_unique<PayloadLane>(
+          topology, timeline_, [this, rank](const std::string& name) -> const OpSpec* {
+            auto it = inputs_[rank].find(name);
+            return it == inputs_[rank].end() ? nullptr : &it->second.spec;
+          }));
+      controllers_.back()->SetLaneSource(lanes_.back().get());
     }
   }
   const InProcessHub& hub() const { return hub_; }
   template <typename T>
-  void SetInput(int rank, const std::string& name, std::vector<T> values) {
-    std::vector<uint8_t>& bytes = inputs_[rank][name];
-    bytes.resize(values.size() * sizeof(T));
-    std::memcpy(bytes.data(), values.data(), bytes.size());
+  void SetInput(int rank, const std::string& name, std::vector<T> values, int device = -1) {
+    Input& input = inputs_[rank][name];
+    input.bytes.resize(values.size() * sizeof(T));
+    std::memcpy(input.bytes.data(), values.data(), input.bytes.size());
+    input.spec.input = input.bytes.data();
+    input.spec.device = device;
   }
 
   // Every rank admits requests(rank) and runs one cycle; `joined` ranks say so.
@@ -83,9 +89,15 @@ class LaneJob {
   }
 
  private:
+  struct Input {
+    std::vector<uint8_t> bytes;
+    OpSpec spec;  // its input: bytes
+  };
   InProcessHub hub_;
-  std::vector<std::map<std::string, std::vector<uint8_t>>> inputs_;
+  std::vector<std::map<std::string, Input>> inputs_;
+  Timeline timeline_;  // never started: no phases recorded
   std::vector<std::unique_ptr<Logger>> loggers_;
+  std::vector<std::unique_ptr<PayloadLane>> lanes_;
   std::vector<std::unique_ptr<Controller>> controllers_;
 };
 
@@ -242,6 +254,17 @@ TEST(ControllerLane, NothingRidesThatTheLaneCannotCarryExactly) {
       EXPECT_EQ(result.ridden != nullptr, c.rides) << c.name;
     }
   }
+}
+
+TEST(ControllerLane, ATensorOnAGpuOnOneRankMeansNoRide) {
+  LaneJob job(2);
+  job.SetInput<int32_t>(0, "x", {1});
+  job.SetInput<int32_t>(1, "x", {1}, /*device=*/0);  // its data is not in host memory
+  auto x = [](int rank) { return Allreduce(rank, "x", DataType::kInt32, ReduceOp::kSum, 1); };
+  job.Everyone(x);
+  auto results = job.Everyone(x);
+  ExpectNoRide(results);
+  EXPECT_EQ(results.front().responses.size(), 1u);
 }
 
 TEST(ControllerLane, AJoinedRankMeansNoRide) {

@@ -1,11 +1,13 @@
 // The cycle vector's payload lane: what one rank encodes, how two vectors combine
-// (agreeing headers reduce their payloads with lockstep's kernels, anything else
-// empties the lane), and rejection of vectors no set of ranks could have produced.
+// (agreeing headers reduce their payloads with the payload lane's reduction,
+// backends/host/payload_lane, anything else empties the lane), and rejection of
+// vectors no set of ranks could have produced.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <vector>
 
+#include "backends/host/payload_lane.h"
 #include "common/half.h"
 #include "reduction/reduce_kernels.h"
 #include "wire/cycle_lane.h"
@@ -45,7 +47,7 @@ std::vector<uint64_t> Empty(std::vector<int32_t> ready = {}) {
 std::vector<uint64_t> Combine(std::vector<std::vector<uint64_t>> vectors) {
   std::vector<uint64_t> acc = vectors.front();
   for (size_t i = 1; i < vectors.size(); ++i) {
-    CombineCycleVectors(vectors[i].data(), acc.data(), acc.size());
+    CombineLaneVectors(vectors[i].data(), acc.data(), acc.size());
   }
   return acc;
 }

@@ -28,6 +28,12 @@
 
 namespace {
 
+// The payload lane's reduction (backends/host/payload_lane's ReduceLanePayload, which
+// the wire-only fuzzer does not link): the lanes' format is what is fuzzed here.
+void ReducePayload(const lockstep::LaneHeader& lane, const void* in, void* inout) {
+  lockstep::ReduceInto(in, inout, lane.count, lane.dtype, lane.reduce_op);
+}
+
 [[noreturn]] void RoundTripFailed(const char* what) {
   std::fprintf(stderr, "round trip of a decoded %s changed it\n", what);
   std::abort();
@@ -160,7 +166,8 @@ void LanesOfRanks(FuzzedDataProvider& in) {
   }
   std::vector<uint64_t> reduced = vectors[order[0]];
   for (size_t i = 1; i < order.size(); ++i) {
-    lockstep::CombineCycleVectors(vectors[order[i]].data(), reduced.data(), reduced.size());
+    lockstep::CombineCycleVectors(vectors[order[i]].data(), reduced.data(), reduced.size(),
+                                  &ReducePayload);
   }
   lockstep::CycleVectorSummary s = lockstep::DecodeCycleVector(reduced, capacity, lane_bytes);
   const bool agreed = carried.size() == vectors.size() &&
@@ -188,7 +195,7 @@ void LaneFromRawWords(FuzzedDataProvider& in) {
   std::vector<uint64_t> raw(real.size());
   for (uint64_t& word : raw) word = in.ConsumeIntegral<uint64_t>();
   if (in.ConsumeBool()) raw[0] = real[0];  // a valid descriptor, so the lane is looked at
-  lockstep::CombineCycleVectors(raw.data(), real.data(), real.size());
+  lockstep::CombineCycleVectors(raw.data(), real.data(), real.size(), &ReducePayload);
   try {
     lockstep::DecodeCycleVector(real, capacity, lane_bytes);
     lockstep::DecodeCycleVector(raw, capacity, lane_bytes);

@@ -84,12 +84,12 @@ std::vector<OpResult> HostCollectives::Run(const Response& r,
   throw Error("internal error: host collectives given a response they cannot run");
 }
 
-void HostCollectives::FinishReduction(void* buffer, int64_t count, const Response& r) {
+void FinishReduction(void* buffer, int64_t count, const Response& r, int world_size) {
   // Average is a Sum whose postscale is divided by the world size, for every dtype:
   // Horovod's arithmetic, so that results match it bit for bit (integers too, which
   // therefore truncate once, after the combined factor).
   double postscale = r.postscale;
-  if (r.reduce_op == ReduceOp::kAverage) postscale /= topology_.size;
+  if (r.reduce_op == ReduceOp::kAverage) postscale /= world_size;
   ScaleInPlace(buffer, count, r.dtype, postscale);
 }
 
@@ -117,7 +117,9 @@ std::vector<OpResult> HostCollectives::RunAllreduce(const Response& r,
     if (!timeline_.active()) return;
     for (const std::string* name : names) timeline_.End(*name);
   };
-  hooks.finish = [this, &r](void* buffer, int64_t count) { FinishReduction(buffer, count, r); };
+  hooks.finish = [this, &r](void* buffer, int64_t count) {
+    FinishReduction(buffer, count, r, topology_.size);
+  };
   ChunkedAllreduce(backend, fusion_buffer_, chunk_bytes_, hooks)
       .Run(r, segments, PhaseName(r, backend));
 
@@ -125,25 +127,6 @@ std::vector<OpResult> HostCollectives::RunAllreduce(const Response& r,
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (tensors[i].spec != nullptr) results[i].shape = tensors[i].spec->shape;
   }
-  return results;
-}
-
-std::vector<OpResult> HostCollectives::FinishReduced(const Response& r,
-                                                     const std::vector<LocalTensor>& tensors,
-                                                     const void* reduced) {
-  if (r.type != ResponseType::kAllreduce || r.names.size() != 1 || tensors.size() != 1 ||
-      tensors[0].spec == nullptr) {
-    throw Error("internal error: a reduced payload for " + r.names.front() +
-                ", which is not one local allreduce");
-  }
-  const OpSpec& spec = *tensors[0].spec;
-  const int64_t count = r.sizes.at(0);
-  Phase(r.names, "ALLREDUCE_IN_NEGOTIATION");
-  std::memcpy(spec.output, reduced, static_cast<size_t>(count) * DataTypeSize(r.dtype));
-  FinishReduction(spec.output, count, r);
-  EndPhase(r.names);
-  std::vector<OpResult> results(1);
-  results[0].shape = spec.shape;
   return results;
 }
 
@@ -171,7 +154,7 @@ std::vector<OpResult> HostCollectives::RunAdasum(const Response& r,
   Phase(r.names, (std::string(backend.name()) + "_ADASUM_ALLREDUCE").c_str());
   backend.Adasum(buffer, r.sizes, r.dtype);
   EndPhase(r.names);
-  FinishReduction(buffer, total, r);
+  FinishReduction(buffer, total, r, topology_.size);
   if (!direct) CopyAdasumSegments(r, tensors, buffer, /*into_buffer=*/false);
   std::vector<OpResult> results(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -261,7 +244,7 @@ OpResult HostCollectives::RunReducescatter(const Response& r, const OpSpec& spec
   Phase(r.names, PhaseName(r, backend).c_str());
   backend.ReduceScatter(input, result.buffer->data(), layout.counts, r.dtype, r.reduce_op);
   EndPhase(r.names);
-  FinishReduction(result.buffer->data(), mine, r);
+  FinishReduction(result.buffer->data(), mine, r, topology_.size);
   return result;
 }
 

@@ -15,6 +15,10 @@
 
 namespace lockstep {
 
+// A reduction's result finished in place: postscale, and Average's division by the
+// world size (shared with the payload lane, whose results must match these).
+void FinishReduction(void* buffer, int64_t count, const Response& r, int world_size);
+
 class HostCollectives : public Collectives {
  public:
   HostCollectives(const Topology& topology, Backend& transport, PhaseRecorder& phases,
@@ -25,12 +29,6 @@ class HostCollectives : public Collectives {
   // MPI staging hands host copies of device tensors here.
   std::vector<OpResult> Run(const Response& response,
                             const std::vector<LocalTensor>& tensors) override;
-  // A single-tensor allreduce whose reduction already happened (it rode in
-  // negotiation's payload lane): `reduced` holds every rank's prescaled contribution
-  // combined; the output gets it, finished as RunAllreduce finishes its result
-  // (postscale, Average's division). Timeline phase: ALLREDUCE_IN_NEGOTIATION.
-  std::vector<OpResult> FinishReduced(const Response& response,
-                                      const std::vector<LocalTensor>& tensors, const void* reduced);
   void set_chunk_bytes(int64_t chunk_bytes) { chunk_bytes_ = chunk_bytes; }
 
  private:
@@ -42,8 +40,6 @@ class HostCollectives : public Collectives {
   OpResult RunBroadcast(const Response& r, const OpSpec& spec);
   OpResult RunAlltoall(const Response& r, const OpSpec& spec);
   OpResult RunReducescatter(const Response& r, const OpSpec& spec);
-  // Postscale, and Average's division by the world size.
-  void FinishReduction(void* buffer, int64_t count, const Response& r);
   std::string PhaseName(const Response& r, const Backend& backend) const;
   void Phase(const std::vector<std::string>& names, const char* phase);
   void EndPhase(const std::vector<std::string>& names);

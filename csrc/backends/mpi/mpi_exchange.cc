@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
 #include "backends/mpi/process_failures.h"
 #include "negotiation/peer_deadline.h"
-#include "wire/cycle_lane.h"
 
 namespace lockstep {
 namespace {
@@ -25,12 +25,33 @@ int CountOf(size_t bytes) {
   return static_cast<int>(bytes);
 }
 
-// The payload lane's reduction. MPI hands a user op no context, but the vector
-// describes its own layout; only its length comes from the datatype. Each call gets
-// whole vectors (the datatype is one vector), `*len` of them.
+// MPI hands a user op no context but its datatype, so each exchange's combining
+// function (ExchangeOptions::combine) travels as an attribute of its vector datatype:
+// the function pointer itself, never a pointer into the exchange, because an abandoned
+// collective (a peer stopped answering) may still run the op after the exchange is
+// gone.
+int CombineKeyval() {
+  static const int keyval = [] {
+    int created = MPI_KEYVAL_INVALID;
+    MPI_Type_create_keyval(MPI_TYPE_NULL_COPY_FN, MPI_TYPE_NULL_DELETE_FN, &created, nullptr);
+    return created;
+  }();
+  return keyval;
+}
+
+// The cycle vector's reduction. Only the vector's length comes from the datatype (the
+// vector describes its own layout). Each call gets whole vectors (the datatype is one
+// vector), `*len` of them.
 void CombineVectors(void* in, void* inout, int* len, MPI_Datatype* datatype) {
   int bytes = 0;
   MPI_Type_size(*datatype, &bytes);
+  void* attribute = nullptr;
+  int found = 0;
+  MPI_Type_get_attr(*datatype, CombineKeyval(), &attribute, &found);
+  if (!found) std::abort();  // every exchange sets it on the datatype it reduces with
+  VectorCombine combine = nullptr;
+  static_assert(sizeof(combine) == sizeof(attribute), "a function pointer fits an attribute");
+  std::memcpy(&combine, &attribute, sizeof(combine));
   const size_t words = static_cast<size_t>(bytes) / sizeof(uint64_t);
   const bool aligned = reinterpret_cast<uintptr_t>(in) % alignof(uint64_t) == 0 &&
                        reinterpret_cast<uintptr_t>(inout) % alignof(uint64_t) == 0;
@@ -38,15 +59,14 @@ void CombineVectors(void* in, void* inout, int* len, MPI_Datatype* datatype) {
     char* a = static_cast<char*>(in) + i * words * sizeof(uint64_t);
     char* b = static_cast<char*>(inout) + i * words * sizeof(uint64_t);
     if (aligned) {
-      CombineCycleVectors(reinterpret_cast<const uint64_t*>(a), reinterpret_cast<uint64_t*>(b),
-                          words);
+      combine(reinterpret_cast<const uint64_t*>(a), reinterpret_cast<uint64_t*>(b), words);
       continue;
     }
     // MPI's own staging buffers are malloc'd, so this is never expected; but cheap.
     std::vector<uint64_t> theirs(words), mine(words);
     std::memcpy(theirs.data(), a, words * sizeof(uint64_t));
     std::memcpy(mine.data(), b, words * sizeof(uint64_t));
-    CombineCycleVectors(theirs.data(), mine.data(), words);
+    combine(theirs.data(), mine.data(), words);
     std::memcpy(b, mine.data(), words * sizeof(uint64_t));
   }
 }
@@ -73,6 +93,9 @@ class PeerCheckClock {
 
 MpiExchange::MpiExchange(MPI_Comm comm, ExchangeOptions options, std::shared_ptr<PeerProbe> probe)
     : options_(std::move(options)), probe_(std::move(probe)) {
+  if (options_.combine_words > 0 && options_.combine == nullptr) {
+    throw Error("internal error: a cycle vector without its combining function");
+  }
   // Its own communicator, so its collectives never meet anyone else's.
   Check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
@@ -85,6 +108,9 @@ MpiExchange::MpiExchange(MPI_Comm comm, ExchangeOptions options, std::shared_ptr
                               &vector_type_),
           "MPI_Type_contiguous");
     Check(MPI_Type_commit(&vector_type_), "MPI_Type_commit");
+    void* attribute = nullptr;
+    std::memcpy(&attribute, &options_.combine, sizeof(attribute));
+    Check(MPI_Type_set_attr(vector_type_, CombineKeyval(), attribute), "MPI_Type_set_attr");
     Check(MPI_Op_create(&CombineVectors, /*commute=*/1, &combine_op_), "MPI_Op_create");
   }
 }
@@ -183,10 +209,10 @@ void MpiExchange::CombineAcrossRanks(std::vector<uint64_t>* words, WaitMode mode
   }
   SwapWithPeer(vector_type_, 1, mode);
   if (rank_ == 0) {
-    CombineCycleVectors(b.words.data(), b.peer_words.data(), b.words.size());
+    options_.combine(b.words.data(), b.peer_words.data(), b.words.size());
     *words = b.peer_words;
   } else {
-    CombineCycleVectors(b.peer_words.data(), b.words.data(), b.words.size());
+    options_.combine(b.peer_words.data(), b.words.data(), b.words.size());
     *words = b.words;
   }
 }
