@@ -8,7 +8,9 @@ payload lane's data work lives in backends/host/payload_lane. Above the backends
 nothing sees MPI: no
 `#include <mpi.h>` there, and of backends/mpi/ only mpi_world.h, which is MPI-free.
 The bindings use only the public headers in include/lockstep/, which include nothing
-but each other.
+but each other. Of those, the facade lockstep/lockstep.h is what api/ implements, so
+only api/ and the bindings above it include it; the layers below take the values they
+pass around from lockstep/values.h and lockstep/types.h.
 
     python tools/check_layers.py [csrc]       (exit status 1 with one line per violation)
 """
@@ -36,6 +38,9 @@ SIDEWAYS = {("backends/nccl", "backends/mpi")}
 # what rides in the payload lane, and never reads, scales or reduces tensor memory.
 CONTROL_PLANE = {"wire": {"reduction"}, "negotiation": {"reduction"}}
 ONLY_PUBLIC = {"bindings"}  # may include nothing of csrc/ but the public headers
+# The facade api/ implements: below api/, including it would climb a layer.
+FACADE = "lockstep/lockstep.h"
+FACADE_USERS = {"api", "bindings"}
 # Folders that may not see MPI, and the MPI-free headers of backends/mpi/ they may use.
 MPI_FREE = {"common", "reduction", "wire", "fusion", "negotiation", "submit", "engine", "api", "bindings"}
 MPI_FREE_HEADERS = {"backends/mpi/mpi_world.h"}
@@ -80,6 +85,9 @@ def violations(csrc):
                 continue
             if not (csrc / name).exists() and not name.startswith("lockstep/"):
                 continue  # a header next to the file, or a third party's
+            if name == FACADE and source not in FACADE_USERS:
+                found.append(f"{where}: {source}/ is below api/; take values from lockstep/values.h")
+                continue
             target = folder_of(name)
             if target == source:
                 continue

@@ -20,7 +20,7 @@ VARIANTS = {
     "named-sum": "hvd.allreduce(x, name='a', op=hvd.Sum)",
     "in-place": "hvd.allreduce_(x, name='a', op=hvd.Sum)",
     "unnamed": "hvd.allreduce(x)",
-    "binding": "core.run_allreduce('a', F32, (1,), address, out_address, SUM, 1.0, 1.0, -1, 0, 0)",
+    "binding": "core.run_allreduce('a', F32, (1,), address, out_address, hvd.Sum, 1.0, 1.0, 0, -1, 0)",
     # lockstep.torch (the program below imports it as `hvd` instead of lockstep.numpy)
     "torch-named-sum": "hvd.allreduce(t, name='a', op=hvd.Sum)",
     "torch-in-place": "hvd.allreduce_(t, name='a', op=hvd.Sum)",

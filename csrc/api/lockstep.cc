@@ -201,38 +201,16 @@ void StopTimeline() { RunningEngine()->timeline().Stop(); }
 
 EngineStats GetEngineStats() { return RunningEngine()->stats(); }
 
-Handle Enqueue(OpSpec spec) {
-  std::vector<OpSpec> one;
-  one.push_back(std::move(spec));
-  return RunningEngine()->Enqueue(std::move(one), /*grouped=*/false).front();
-}
-
-std::vector<Handle> EnqueueGroup(std::vector<OpSpec> specs) {
-  return EnqueueBatch(std::move(specs), /*wake_background=*/true, /*grouped=*/true);
-}
-
-std::vector<Handle> EnqueueBatch(std::vector<OpSpec> specs, bool wake_background, bool grouped) {
+std::vector<Handle> Submit(std::vector<OpSpec> specs, SubmitOptions options) {
   if (specs.empty()) return {};
-  return RunningEngine()->Enqueue(std::move(specs), grouped, {}, wake_background);
-}
-
-void EnqueueWithCallback(OpSpec spec, DoneCallback done) {
-  std::vector<OpSpec> one;
-  one.push_back(std::move(spec));
-  std::vector<DoneCallback> callbacks;
-  callbacks.push_back(std::move(done));
-  RunningEngine()->Enqueue(std::move(one), /*grouped=*/false, std::move(callbacks));
-}
-
-void EnqueueGroupWithCallbacks(std::vector<OpSpec> specs, std::vector<DoneCallback> done) {
-  if (specs.empty()) return;
-  RunningEngine()->Enqueue(std::move(specs), /*grouped=*/true, std::move(done));
-}
-
-void EnqueueWithCallbacksAndDrive(std::vector<OpSpec> specs, std::vector<DoneCallback> done,
-                                  bool grouped, const KernelDrive& drive) {
-  if (specs.empty()) return;
-  RunningEngine()->EnqueueAndDrive(std::move(specs), grouped, std::move(done), drive);
+  auto engine = RunningEngine();
+  if (options.drive != nullptr && !options.done.empty()) {
+    engine->EnqueueAndDrive(std::move(specs), options.grouped, std::move(options.done),
+                            *options.drive);
+    return {};
+  }
+  return engine->Enqueue(std::move(specs), options.grouped, std::move(options.done),
+                         options.wake_background);
 }
 
 std::string AutoName(const std::string& kind, int32_t process_set_id) {
@@ -268,6 +246,6 @@ OpResult Wait(Handle handle) {
   return engine ? engine->Wait(handle) : state.handles.Wait(handle);
 }
 
-OpResult EnqueueAndWait(OpSpec spec) { return RunningEngine()->Run(std::move(spec)); }
+OpResult Run(OpSpec spec) { return RunningEngine()->Run(std::move(spec)); }
 
 }  // namespace lockstep

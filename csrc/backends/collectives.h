@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 #include "wire/message.h"
 
 namespace lockstep {

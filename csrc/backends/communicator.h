@@ -12,7 +12,7 @@
 
 #include "backends/backend.h"
 #include "backends/call_clock.h"
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 #include "negotiation/exchange.h"
 
 namespace lockstep {

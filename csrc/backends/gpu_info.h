@@ -4,7 +4,7 @@
 // backends/no_gpu/ otherwise, so nothing above this seam needs an #ifdef.
 #pragma once
 
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 
 namespace lockstep {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 #include "wire/message.h"
 
 namespace lockstep {

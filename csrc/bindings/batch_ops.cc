@@ -24,9 +24,9 @@ namespace {
 using AllreduceMember = std::tuple<std::string, DataType, std::vector<int64_t>, uintptr_t,
                                    uintptr_t, int32_t, uintptr_t>;
 
-std::vector<Handle> EnqueueAllreduces(std::vector<AllreduceMember> members, ReduceOp reduce_op,
-                                      double prescale, double postscale, int32_t process_set_id,
-                                      bool wake_background, bool grouped) {
+std::vector<Handle> SubmitAllreduces(std::vector<AllreduceMember> members, ReduceOp reduce_op,
+                                     double prescale, double postscale, int32_t process_set_id,
+                                     bool wake_background, bool grouped) {
   std::vector<OpSpec> specs;
   specs.reserve(members.size());
   for (auto& [name, dtype, shape, input, output, device, stream] : members) {
@@ -34,7 +34,10 @@ std::vector<Handle> EnqueueAllreduces(std::vector<AllreduceMember> members, Redu
                                  input, output, reduce_op, prescale, postscale, /*root_rank=*/0,
                                  device, process_set_id, stream));
   }
-  return EnqueueBatch(std::move(specs), wake_background, grouped);
+  SubmitOptions options;
+  options.grouped = grouped;
+  options.wake_background = wake_background;
+  return Submit(std::move(specs), std::move(options));
 }
 
 // Waits for every handle, even after one failed, so the core releases them all; then
@@ -61,7 +64,7 @@ std::vector<OpResult> WaitAll(const std::vector<Handle>& handles) {
 }  // namespace
 
 void BindBatchOps(py::module_& m) {
-  m.def("enqueue_allreduces", &EnqueueAllreduces, py::arg("members"), py::arg("reduce_op"),
+  m.def("submit_allreduces", &SubmitAllreduces, py::arg("members"), py::arg("reduce_op"),
         py::arg("prescale"), py::arg("postscale"), py::arg("process_set_id"),
         py::arg("wake_background") = true, py::arg("grouped") = false);
   m.def("wait_all", &WaitAll, py::arg("handles"));

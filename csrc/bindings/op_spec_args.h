@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 
 namespace lockstep::bindings {
 

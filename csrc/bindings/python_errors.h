@@ -5,7 +5,7 @@
 
 #include <pybind11/pybind11.h>
 
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 
 namespace lockstep::bindings {
 

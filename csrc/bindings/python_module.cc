@@ -7,10 +7,10 @@
 
 #include <cstdint>
 #include <string>
-#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "bindings/batch_ops.h"
-#include "bindings/op_spec_args.h"
 #include "bindings/python_errors.h"
 #include "bindings/sync_allreduce.h"
 #include "lockstep/lockstep.h"
@@ -20,7 +20,6 @@ using namespace lockstep;
 using lockstep::bindings::BindBatchOps;
 using lockstep::bindings::BindErrors;
 using lockstep::bindings::BindSyncAllreduce;
-using lockstep::bindings::SpecFromArgs;
 
 namespace {
 
@@ -140,6 +139,11 @@ py::array EmptyArray(const py::dtype& dtype, const std::vector<py::ssize_t>& sha
   return py::array(dtype, shape, buffer->data(), owner);
 }
 
+void BindMessages(py::module_& m) {
+  m.attr("BOOL_AVERAGE_ERROR") = kBoolAverageError;
+  m.attr("BOOL_SCALE_ERROR") = kBoolScaleError;
+}
+
 void BindHostBuffer(py::module_& m) {
   m.attr("RECYCLED_HOST_BUFFER_BYTES") = kRecycledHostBufferBytes;
   m.def("empty_array", &EmptyArray, py::arg("dtype"), py::arg("shape"));
@@ -155,26 +159,11 @@ OpResult WaitReleasingGil(Handle handle) {
   return Wait(handle);
 }
 
-Handle EnqueueOp(OpType op, std::string name, DataType dtype, std::vector<int64_t> shape,
-                 uintptr_t input, uintptr_t output, ReduceOp reduce_op, double prescale,
-                 double postscale, int32_t root_rank, int32_t device, int32_t process_set_id,
-                 uintptr_t stream) {
-  return Enqueue(SpecFromArgs(op, std::move(name), dtype, std::move(shape), input, output,
-                              reduce_op, prescale, postscale, root_rank, device, process_set_id,
-                              stream));
-}
-
-// The whole synchronous op in one call: enqueue, then wait without the GIL (the
-// waiting thread may run the cycle itself). The caller's references keep `input` and
-// `output` alive meanwhile.
-OpResult RunOp(OpType op, std::string name, DataType dtype, std::vector<int64_t> shape,
-               uintptr_t input, uintptr_t output, ReduceOp reduce_op, double prescale,
-               double postscale, int32_t root_rank, int32_t device, int32_t process_set_id,
-               uintptr_t stream) {
-  OpSpec spec = SpecFromArgs(op, std::move(name), dtype, std::move(shape), input, output, reduce_op,
-                             prescale, postscale, root_rank, device, process_set_id, stream);
-  py::gil_scoped_release release;
-  return EnqueueAndWait(std::move(spec));
+std::vector<Handle> SubmitSpecs(std::vector<OpSpec> specs, bool grouped, bool wake_background) {
+  SubmitOptions options;
+  options.grouped = grouped;
+  options.wake_background = wake_background;
+  return Submit(std::move(specs), std::move(options));
 }
 
 // The data address of any object exporting a contiguous buffer (numpy arrays,
@@ -199,6 +188,7 @@ PYBIND11_MODULE(_core, m) {
   BindOpSpec(m);
   BindResult(m);
   BindHostBuffer(m);
+  BindMessages(m);
 
   m.def("init", &Init, py::call_guard<py::gil_scoped_release>());
   m.def("shutdown", &Shutdown, py::call_guard<py::gil_scoped_release>());
@@ -254,23 +244,13 @@ PYBIND11_MODULE(_core, m) {
   m.def("stop_timeline", &StopTimeline);
 
   m.def("buffer_address", &BufferAddress, py::arg("object"));
-  m.def("enqueue", &Enqueue, py::arg("spec"));
-  m.def("enqueue_group", &EnqueueGroup, py::arg("specs"));
-  m.def("enqueue_batch", &EnqueueBatch, py::arg("specs"), py::arg("wake_background") = true,
-        py::arg("grouped") = false);
-  // enqueue_op and run_op take the OpSpec fields as arguments, in this order; `stream`
-  // (a cudaStream_t as an integer) matters for GPU tensors only.
-  const auto op_args = [] {
-    return std::make_tuple(py::arg("op_type"), py::arg("name"), py::arg("dtype"), py::arg("shape"),
-                           py::arg("address"), py::arg("output_address"), py::arg("reduce_op"),
-                           py::arg("prescale"), py::arg("postscale"), py::arg("root_rank"),
-                           py::arg("device"), py::arg("process_set_id"),
-                           py::arg("stream") = uintptr_t{0});
-  };
-  std::apply([&](auto&&... args) { m.def("enqueue_op", &EnqueueOp, args...); }, op_args());
-  std::apply([&](auto&&... args) { m.def("run_op", &RunOp, args...); }, op_args());
-  BindSyncAllreduce(m);  // run_allreduce, run_allreduce_arrays
-  BindBatchOps(m);       // enqueue_allreduces, wait_all
+  // The core's two ways in (lockstep.h): submit (handles for poll/wait) and run (one op,
+  // start to end, waiting without the GIL). The allreduce has its own door below.
+  m.def("submit", &SubmitSpecs, py::arg("specs"), py::arg("grouped") = false,
+        py::arg("wake_background") = true);
+  m.def("run", &Run, py::arg("spec"), py::call_guard<py::gil_scoped_release>());
+  BindSyncAllreduce(m);  // run_allreduce, set_allreduce_checks
+  BindBatchOps(m);       // submit_allreduces, wait_all
   m.def(
       "gpu_stream",
       [](int device, int32_t process_set_id) {

@@ -1,8 +1,13 @@
-// A small synchronous allreduce is a few microseconds in all, and pybind11's general
-// dispatcher (argument vectors allocated per call, overload resolution, casters) was
-// about a third of the core's share: callgrind counted ~6k of ~17k instructions per
-// 4-byte op at one rank. These two entry points parse their positional arguments
-// directly instead; lockstep.common.dispatch is their only caller.
+// The synchronous allreduce's one door, lockstep._core.run_allreduce: every frontend's
+// blocking allreduce (numpy arrays, torch tensors by address) comes here with the
+// user's own arguments. A small op is a few microseconds in all, so this parses its
+// positional arguments directly (pybind11's general dispatcher, with argument vectors
+// allocated per call, overload resolution and casters, was about a third of the
+// core's share: callgrind counted ~6k of ~17k instructions per 4-byte op at one rank),
+// and decides itself whether the call is plain (a reduce op by its constant, no
+// scaling, a name or None). Anything else goes to the one Python checker the frontends
+// share (lockstep.common.dispatch registers it), which raises the errors every other
+// entry point raises, or returns the checked arguments.
 #include "bindings/sync_allreduce.h"
 
 #include <cstdint>
@@ -21,10 +26,6 @@ namespace {
 
 // Argument readers: false with a Python error set.
 bool ReadString(PyObject* object, std::string* out) {
-  if (!PyUnicode_Check(object)) {
-    PyErr_Format(PyExc_TypeError, "name must be a str, got %s", Py_TYPE(object)->tp_name);
-    return false;
-  }
   Py_ssize_t size = 0;
   const char* data = PyUnicode_AsUTF8AndSize(object, &size);
   if (data == nullptr) return false;
@@ -142,10 +143,10 @@ bool CheckArgumentCount(const char* function, Py_ssize_t given, Py_ssize_t expec
 }
 
 // Runs the op without the GIL and returns None, or nullptr with the error set.
-PyObject* Run(OpSpec spec) {
+PyObject* RunReleasingGil(OpSpec spec) {
   try {
     py::gil_scoped_release release;
-    EnqueueAndWait(std::move(spec));
+    lockstep::Run(std::move(spec));
   } catch (const Error& e) {
     SetPythonError(e);
     return nullptr;
@@ -156,60 +157,146 @@ PyObject* Run(OpSpec spec) {
   Py_RETURN_NONE;
 }
 
-// run_allreduce(name, dtype, shape, address, output_address, reduce_op, prescale,
-//               postscale, device, process_set_id, stream)
-PyObject* RunAllreduce(PyObject*, PyObject* const* args, Py_ssize_t count) {
-  if (!CheckArgumentCount("run_allreduce", count, 11)) return nullptr;
-  OpSpec spec;
-  void* input = nullptr;
-  if (!ReadString(args[0], &spec.name) || !g_dtypes.Read(args[1], &spec.dtype) ||
-      !ReadShape(args[2], &spec.shape) || !ReadAddress(args[3], &input) ||
-      !ReadAddress(args[4], &spec.output) || !g_reduce_ops.Read(args[5], &spec.reduce_op) ||
-      !ReadDouble(args[6], &spec.prescale) || !ReadDouble(args[7], &spec.postscale) ||
-      !ReadInt32(args[8], &spec.device) || !ReadInt32(args[9], &spec.process_set_id) ||
-      !ReadAddress(args[10], &spec.stream)) {
-    return nullptr;
+// Set by set_allreduce_checks; the module keeps them for the process's lifetime.
+struct Checks {
+  PyObject* check = nullptr;     // (dtype, op, prescale, postscale, name, ps) -> checked 4-tuple
+  PyObject* name_for = nullptr;  // (kind, None, ps) -> the next automatic name
+  PyObject* kind = nullptr;      // "allreduce"
+};
+Checks g_checks;
+
+// The reduce op of a plain call: one of Horovod's constants as an exact int, Adasum
+// apart (it needs the process set's size). False: not plain, no error set.
+bool PlainReduceOp(PyObject* object, ReduceOp* out) {
+  if (!PyLong_CheckExact(object)) return false;
+  const long value = PyLong_AsLong(object);
+  if (value < 0 || value > static_cast<long>(ReduceOp::kProduct) ||
+      value == static_cast<long>(ReduceOp::kAdasum)) {
+    PyErr_Clear();  // an int too large for a long is not plain either
+    return false;
   }
-  spec.op = OpType::kAllreduce;
-  spec.input = input;
-  return Run(std::move(spec));
+  *out = static_cast<ReduceOp>(value);
+  return true;
 }
 
-// run_allreduce_arrays(name, dtype, input, output, reduce_op, prescale, postscale,
-//                      process_set_id): numpy's, with the arrays themselves rather than
-// their addresses and shape, which cost the frontend two more calls per op. The caller
-// has checked that `input` is C-contiguous and of `dtype`, and made `output` like it.
-PyObject* RunAllreduceArrays(PyObject*, PyObject* const* args, Py_ssize_t count) {
-  if (!CheckArgumentCount("run_allreduce_arrays", count, 8)) return nullptr;
-  OpSpec spec;
-  void* input = nullptr;
+bool IsUnscaled(PyObject* object) {
+  return PyFloat_CheckExact(object) && PyFloat_AS_DOUBLE(object) == 1.0;
+}
+
+// The arguments the checker vouched for: (core reduce op, prescale, postscale, name).
+bool ReadChecked(PyObject* checked, OpSpec* spec) {
+  if (!PyTuple_Check(checked) || PyTuple_GET_SIZE(checked) != 4) {
+    PyErr_SetString(PyExc_TypeError, "the allreduce checker must return a 4-tuple");
+    return false;
+  }
+  return g_reduce_ops.Read(PyTuple_GET_ITEM(checked, 0), &spec->reduce_op) &&
+         ReadDouble(PyTuple_GET_ITEM(checked, 1), &spec->prescale) &&
+         ReadDouble(PyTuple_GET_ITEM(checked, 2), &spec->postscale) &&
+         ReadString(PyTuple_GET_ITEM(checked, 3), &spec->name);
+}
+
+// Fills the spec's reduction and name from the user's arguments: directly when the
+// call is plain, else through the checker (which raises what is wrong).
+bool ReadReduction(PyObject* const* args, PyObject* ps, OpSpec* spec) {
+  PyObject* name = args[0];
+  PyObject* op = args[5];
+  const bool plain = spec->dtype != DataType::kBool && PlainReduceOp(op, &spec->reduce_op) &&
+                     IsUnscaled(args[6]) && IsUnscaled(args[7]);
+  if (g_checks.check == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "run_allreduce: lockstep.common.dispatch is not imported");
+    return false;
+  }
+  if (plain && PyUnicode_CheckExact(name) && PyUnicode_GET_LENGTH(name) > 0) {
+    return ReadString(name, &spec->name);
+  }
+  if (plain && name == Py_None) {  // the automatic name, without the checker's other work
+    PyObject* call[] = {g_checks.kind, Py_None, ps};
+    PyObject* chosen = PyObject_Vectorcall(g_checks.name_for, call, 3, nullptr);
+    if (chosen == nullptr) return false;
+    const bool ok = PyUnicode_Check(chosen) && ReadString(chosen, &spec->name);
+    Py_DECREF(chosen);
+    return ok;
+  }
+  PyObject* call[] = {args[1], op, args[6], args[7], name, ps};
+  PyObject* checked = PyObject_Vectorcall(g_checks.check, call, 6, nullptr);
+  if (checked == nullptr) return false;
+  const bool ok = ReadChecked(checked, spec);
+  Py_DECREF(checked);
+  return ok;
+}
+
+// The memory: addresses and a shape (torch), or objects exporting C-contiguous buffers
+// (numpy arrays; `shape` is then None and read from `input`, and `output` must have
+// the input's size).
+bool ReadMemory(PyObject* const* args, OpSpec* spec) {
+  PyObject* shape = args[2];
+  PyObject* input = args[3];
+  PyObject* output = args[4];
+  void* data = nullptr;
+  if (PyLong_Check(input)) {
+    if (!ReadShape(shape, &spec->shape) || !ReadAddress(input, &data) ||
+        !ReadAddress(output, &spec->output)) {
+      return false;
+    }
+    spec->input = data;
+    return true;
+  }
   Py_ssize_t input_bytes = 0, output_bytes = 0;
-  if (!ReadString(args[0], &spec.name) || !g_dtypes.Read(args[1], &spec.dtype) ||
-      !ReadContiguous(args[2], /*writable=*/false, &input, &input_bytes, &spec.shape) ||
-      !ReadContiguous(args[3], /*writable=*/true, &spec.output, &output_bytes) ||
-      !g_reduce_ops.Read(args[4], &spec.reduce_op) || !ReadDouble(args[5], &spec.prescale) ||
-      !ReadDouble(args[6], &spec.postscale) || !ReadInt32(args[7], &spec.process_set_id)) {
-    return nullptr;
+  if (!ReadContiguous(input, /*writable=*/false, &data, &input_bytes, &spec->shape) ||
+      !ReadContiguous(output, /*writable=*/true, &spec->output, &output_bytes)) {
+    return false;
   }
   if (input_bytes != output_bytes) {
     PyErr_SetString(PyExc_ValueError, "output must have the input's size");
+    return false;
+  }
+  spec->input = data;
+  return true;
+}
+
+// run_allreduce(name, dtype, shape, input, output, op, prescale, postscale,
+//               process_set_id, device, stream)
+PyObject* RunAllreduce(PyObject*, PyObject* const* args, Py_ssize_t count) {
+  if (!CheckArgumentCount("run_allreduce", count, 11)) return nullptr;
+  OpSpec spec;
+  spec.op = OpType::kAllreduce;
+  if (!g_dtypes.Read(args[1], &spec.dtype) || !ReadMemory(args, &spec) ||
+      !ReadInt32(args[8], &spec.process_set_id) || !ReadInt32(args[9], &spec.device) ||
+      !ReadAddress(args[10], &spec.stream) || !ReadReduction(args, args[8], &spec)) {
     return nullptr;
   }
-  spec.op = OpType::kAllreduce;
-  spec.input = input;
-  return Run(std::move(spec));
+  return RunReleasingGil(std::move(spec));
+}
+
+// set_allreduce_checks(check, name_for): see Checks.
+PyObject* SetAllreduceChecks(PyObject*, PyObject* const* args, Py_ssize_t count) {
+  if (!CheckArgumentCount("set_allreduce_checks", count, 2)) return nullptr;
+  if (!PyCallable_Check(args[0]) || !PyCallable_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "set_allreduce_checks takes two callables");
+    return nullptr;
+  }
+  if (g_checks.kind == nullptr) g_checks.kind = PyUnicode_InternFromString("allreduce");
+  Py_INCREF(args[0]);
+  Py_INCREF(args[1]);
+  Py_XSETREF(g_checks.check, args[0]);
+  Py_XSETREF(g_checks.name_for, args[1]);
+  Py_RETURN_NONE;
+}
+
+template <typename Function>
+PyCFunction Fast(Function function) {
+  return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(function));
 }
 
 PyMethodDef g_methods[] = {
-    {"run_allreduce", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&RunAllreduce)),
-     METH_FASTCALL,
-     "run_allreduce(name, dtype, shape, address, output_address, reduce_op, prescale, postscale, "
-     "device, process_set_id, stream): the synchronous allreduce of memory at `address`."},
-    {"run_allreduce_arrays",
-     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&RunAllreduceArrays)),
-     METH_FASTCALL,
-     "run_allreduce_arrays(name, dtype, input, output, reduce_op, prescale, postscale, "
-     "process_set_id): the synchronous allreduce of a C-contiguous array into `output`."},
+    {"run_allreduce", Fast(&RunAllreduce), METH_FASTCALL,
+     "run_allreduce(name, dtype, shape, input, output, op, prescale, postscale, process_set_id, "
+     "device, stream): the synchronous allreduce, with the user's op, scale factors and name "
+     "(None: automatic). input/output: addresses (with shape), or C-contiguous buffers (shape "
+     "None)."},
+    {"set_allreduce_checks", Fast(&SetAllreduceChecks), METH_FASTCALL,
+     "set_allreduce_checks(check, name_for): what run_allreduce calls for arguments that are "
+     "not plain, and for an automatic name."},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace

@@ -1,5 +1,5 @@
-// The synchronous allreduce entry points of lockstep._core, run_allreduce (addresses,
-// for torch) and run_allreduce_arrays (numpy arrays), as plain CPython fast calls.
+// The synchronous allreduce's door of lockstep._core, run_allreduce (numpy arrays, or
+// torch tensors by address), and set_allreduce_checks, as plain CPython fast calls.
 #pragma once
 
 #include <pybind11/pybind11.h>

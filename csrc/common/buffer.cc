@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "common/host_buffer_pool.h"
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 
 namespace lockstep {
 

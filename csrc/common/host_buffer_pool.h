@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 
 namespace lockstep {
 

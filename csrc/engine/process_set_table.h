@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 #include "wire/process_set_change.h"
 
 namespace lockstep {

@@ -11,7 +11,7 @@
 
 #include "common/config.h"
 #include "common/logging.h"
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 #include "negotiation/coordinator.h"
 #include "negotiation/exchange.h"
 #include "negotiation/lane_source.h"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 
 namespace lockstep {
 

@@ -4,6 +4,8 @@
 #include <exception>
 #include <string>
 
+#include "backends/gpu_collectives.h"
+
 namespace lockstep {
 
 Handle HandleTable::Allocate(DoneCallback on_done) {
@@ -93,7 +95,7 @@ OpResult HandleTable::Wait(Handle handle) {
 }
 
 void HandleTable::OrderOwnStream(const OpResult& result) {
-  OrderStreamAfter(result, result.gpu_stream);
+  if (result.gpu_done) GpuStreamWaitDone(*result.gpu_done, result.gpu_stream);
 }
 
 void HandleTable::Order(Status* status, OpResult* result) const {

@@ -5,13 +5,13 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 
 namespace lockstep {
 
 class HandleTable {
  public:
-  // Orders a device result's stream after lockstep's GPU work (OrderStreamAfter on
+  // Orders a device result's stream after lockstep's GPU work (GpuStreamWaitDone on
   // result.gpu_stream); throws Error. Replaceable so that unit tests can watch when
   // it happens without a GPU.
   using StreamOrder = void (*)(const OpResult& result);

@@ -57,14 +57,8 @@ void ValidateReduction(const OpSpec& spec, const Topology& topology) {
     Fail(spec, "reducescatter supports only Sum and Average");
   }
   if (spec.dtype == DataType::kBool) {
-    if (spec.reduce_op == ReduceOp::kAverage) {
-      // The Python frontends raise the same text (lockstep.common.ops), checked by
-      // tests/python/scripts/jax_errors.py, which reaches this check from jit.
-      Fail(spec, "Average is not defined for bool tensors; use Sum/Max (any) or Min/Product (all)");
-    }
-    if (spec.prescale != 1.0 || spec.postscale != 1.0) {
-      Fail(spec, "prescale_factor/postscale_factor cannot be applied to bool tensors");
-    }
+    if (spec.reduce_op == ReduceOp::kAverage) Fail(spec, kBoolAverageError);
+    if (spec.prescale != 1.0 || spec.postscale != 1.0) Fail(spec, kBoolScaleError);
   }
 }
 

@@ -2,7 +2,7 @@
 // raised where the user made them rather than later from the background thread.
 #pragma once
 
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 #include "wire/message.h"
 
 namespace lockstep {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "backends/collectives.h"
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 #include "wire/message.h"
 
 namespace lockstep {

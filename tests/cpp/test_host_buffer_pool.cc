@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "common/host_buffer_pool.h"
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 
 namespace lockstep {
 namespace {

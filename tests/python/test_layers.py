@@ -35,6 +35,8 @@ def tree(tmp_path):
     write(tmp_path, "backends/nccl/device.cc", '#include "backends/mpi/mpi_ops.h"\n')
     write(tmp_path, "engine/engine.cc", '#include "engine/engine.h"\n#include "backends/mpi/mpi_world.h"\n')
     write(tmp_path, "bindings/module.cc", '#include "lockstep/lockstep.h"\n#include "local.h"\n')
+    write(tmp_path, "api/facade.cc", '#include "lockstep/lockstep.h"\n#include "engine/engine.h"\n')
+    write(tmp_path, "backends/collectives.h", '#include "lockstep/values.h"\n')
     assert check_layers.violations(tmp_path) == []
     return tmp_path
 
@@ -48,6 +50,8 @@ def tree(tmp_path):
         ("engine/bad.cc", "#include <mpi.h>\n", "must not see MPI"),
         ("engine/bad.cc", '#include "backends/mpi/mpi_ops.h"\n', "must not see MPI"),
         ("bindings/bad.cc", '#include "engine/engine.h"\n', "only the public headers"),
+        ("backends/bad.cc", '#include "lockstep/lockstep.h"\n', "backends/ is below api/"),
+        ("engine/bad.h", '#include "lockstep/lockstep.h"\n', "engine/ is below api/"),
         ("newfolder/bad.cc", "", "has no layer"),
     ],
 )

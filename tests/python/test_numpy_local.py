@@ -224,37 +224,34 @@ def test_every_op_before_init_says_to_call_init():
     assert issubclass(hvd.LockstepError, RuntimeError)
 
 
-def test_the_synchronous_entry_points_check_their_arguments():
-    """_core.run_allreduce and run_allreduce_arrays parse their arguments themselves
-    (not through pybind11): each bad one is a Python error, never a crash."""
+def test_the_synchronous_allreduce_door_checks_its_arguments():
+    """_core.run_allreduce parses its arguments itself (not through pybind11): each bad
+    one is a Python error, never a crash; arguments that are not plain go to the
+    frontends' checker, whose errors every other entry point raises too."""
     x, out = np.ones(3, np.float32), np.empty(3, np.float32)
-    f32, total = _core.DataType.FLOAT32, _core.ReduceOp.SUM
-    arrays = _core.run_allreduce_arrays
-    with pytest.raises(TypeError, match="takes 8 positional arguments"):
-        arrays()
-    with pytest.raises(TypeError, match="name must be a str"):
-        arrays(5, f32, x, out, total, 1.0, 1.0, 0)
-    with pytest.raises(TypeError, match="DataType"):
-        arrays("a", 3, x, out, total, 1.0, 1.0, 0)
-    with pytest.raises(TypeError, match="ReduceOp"):
-        arrays("a", f32, x, out, "sum", 1.0, 1.0, 0)
-    with pytest.raises(ValueError, match="contiguous"):
-        arrays("a", f32, x[::2], np.empty(2, np.float32), total, 1.0, 1.0, 0)
-    with pytest.raises(ValueError, match="output must have the input's size"):
-        arrays("a", f32, x, np.empty(2, np.float32), total, 1.0, 1.0, 0)
-    with pytest.raises(TypeError):
-        arrays("a", f32, x, out, total, "2", 1.0, 0)
-    with pytest.raises(OverflowError):
-        arrays("a", f32, x, out, total, 1.0, 1.0, 2**40)
-    # Well-formed, but before init: the core's error, as the other entry points give it.
-    with pytest.raises(_core.LockstepError, match="not been initialized"):
-        arrays("a", f32, x, out, total, 1.0, 1.0, 0)
+    f32 = _core.DataType.FLOAT32
+    door = _core.run_allreduce
     with pytest.raises(TypeError, match="takes 11 positional arguments"):
-        _core.run_allreduce("a", f32, (3,))
+        door()
+    with pytest.raises(TypeError, match="DataType"):
+        door("a", 3, None, x, out, hvd.Sum, 1.0, 1.0, 0, -1, 0)
+    with pytest.raises(ValueError, match="contiguous"):
+        door("a", f32, None, x[::2], np.empty(2, np.float32), hvd.Sum, 1.0, 1.0, 0, -1, 0)
+    with pytest.raises(ValueError, match="output must have the input's size"):
+        door("a", f32, None, x, np.empty(2, np.float32), hvd.Sum, 1.0, 1.0, 0, -1, 0)
+    with pytest.raises(OverflowError):
+        door("a", f32, None, x, out, hvd.Sum, 1.0, 1.0, 2**40, -1, 0)
     with pytest.raises(TypeError, match="shape must be a sequence"):
-        _core.run_allreduce("a", f32, 3, 0, 0, total, 1.0, 1.0, -1, 0, 0)
+        door("a", f32, 3, 0, 0, hvd.Sum, 1.0, 1.0, 0, -1, 0)
+    # Well-formed and plain, but before init: the core's error.
     with pytest.raises(_core.LockstepError, match="not been initialized"):
-        _core.run_allreduce("a", f32, [3], 0, 0, total, 1.0, 1.0, -1, 0, 0)
+        door("a", f32, None, x, out, hvd.Sum, 1.0, 1.0, 0, -1, 0)
+    with pytest.raises(_core.LockstepError, match="not been initialized"):
+        door("a", f32, [3], 0, 0, hvd.Sum, 1.0, 1.0, 0, -1, 0)
+    # Not plain: the checker's error, the one the frontends raise for it before init.
+    for op, prescale, name in (("sum", 1.0, "a"), (hvd.Sum, "2", "a"), (hvd.Sum, 1.0, 5), (hvd.Adasum, 1.0, "a")):
+        with pytest.raises(ValueError, match=r"lockstep has not been initialized; call hvd.init\(\) first"):
+            door(name, f32, None, x, out, op, prescale, 1.0, 0, -1, 0)
 
 
 def test_init_refuses_a_communicator():

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "lockstep/lockstep.h"
@@ -60,6 +61,24 @@ void CheckSum(const std::string& name, const std::vector<float>& out, int size) 
   }
 }
 
+lockstep::Handle SubmitOne(OpSpec spec) {
+  std::vector<OpSpec> specs;
+  specs.push_back(std::move(spec));
+  return lockstep::Submit(std::move(specs)).front();
+}
+
+std::vector<lockstep::Handle> SubmitGroup(std::vector<OpSpec> specs) {
+  lockstep::SubmitOptions options;
+  options.grouped = true;
+  return lockstep::Submit(std::move(specs), std::move(options));
+}
+
+void SubmitWithCallback(OpSpec spec, lockstep::DoneCallback done) {
+  lockstep::SubmitOptions options;
+  options.done.push_back(std::move(done));
+  lockstep::Submit({std::move(spec)}, std::move(options));
+}
+
 std::vector<float> RankValues(int rank, size_t elements) {
   std::vector<float> values(elements);
   for (size_t i = 0; i < elements; ++i) values[i] = static_cast<float>((rank + 1) * (i + 1));
@@ -72,7 +91,7 @@ void SingleAllreduce(int thread, int iteration, int rank, int size) {
   const size_t elements = iteration % 10 == 0 ? 100000 : 1 + (thread * 31 + iteration * 7) % 200;
   std::vector<float> in = RankValues(rank, elements);
   std::vector<float> out(in.size());
-  lockstep::Handle handle = lockstep::Enqueue(AllreduceSpec(name, in, out));
+  lockstep::Handle handle = SubmitOne(AllreduceSpec(name, in, out));
   if (iteration % 2 == 1) {
     while (!lockstep::Poll(handle)) std::this_thread::yield();
   }
@@ -91,7 +110,7 @@ void GroupedAllreduce(int thread, int iteration, int rank, int size) {
     const std::string name = NameOf("group", thread, iteration) + ".m" + std::to_string(member);
     specs.push_back(AllreduceSpec(name, ins[member], outs[member]));
   }
-  for (lockstep::Handle handle : lockstep::EnqueueGroup(std::move(specs))) lockstep::Wait(handle);
+  for (lockstep::Handle handle : SubmitGroup(std::move(specs))) lockstep::Wait(handle);
   for (int member = 0; member < 3; ++member) CheckSum("group member", outs[member], size);
 }
 
@@ -107,7 +126,7 @@ void AllgatherWithCallback(int thread, int iteration, int rank, int size) {
   bool done = false;
   lockstep::OpResult result;
   lockstep::Status status;
-  lockstep::EnqueueWithCallback(spec, [&](const lockstep::Status& s, lockstep::OpResult r) {
+  SubmitWithCallback(spec, [&](const lockstep::Status& s, lockstep::OpResult r) {
     std::lock_guard<std::mutex> lock(mutex);
     status = s;
     result = std::move(r);
@@ -153,19 +172,18 @@ void Worker(int thread, int iterations, int rank, int size) {
 // rank restarts and runs a collective.
 void RestartWhileACallbackCallsIn(int rank, int size) {
   std::vector<float> in = RankValues(rank, 8), out(in.size());
-  lockstep::Wait(lockstep::Enqueue(AllreduceSpec("restart.before", in, out)));
+  lockstep::Wait(SubmitOne(AllreduceSpec("restart.before", in, out)));
   std::atomic<bool> callback_done{false};
   if (rank == 0) {
     OpSpec only_here = AllreduceSpec("restart.only_on_rank_0", in, out);
-    lockstep::EnqueueWithCallback(
-        only_here, [&](const lockstep::Status& status, lockstep::OpResult) {
-          if (status.ok()) Fail("an op that only rank 0 submitted succeeded");
-          std::this_thread::sleep_for(std::chrono::milliseconds(200));  // Init() is joining us
-          lockstep::IsInitialized();
-          callback_done = true;
-        });
+    SubmitWithCallback(only_here, [&](const lockstep::Status& status, lockstep::OpResult) {
+      if (status.ok()) Fail("an op that only rank 0 submitted succeeded");
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // Init() is joining us
+      lockstep::IsInitialized();
+      callback_done = true;
+    });
   }
-  lockstep::Wait(lockstep::Enqueue(AllreduceSpec("restart.sync", in, out)));
+  lockstep::Wait(SubmitOne(AllreduceSpec("restart.sync", in, out)));
   if (rank != 0) {
     lockstep::Shutdown();
   } else {
@@ -173,7 +191,7 @@ void RestartWhileACallbackCallsIn(int rank, int size) {
   }
   lockstep::Init();
   if (rank == 0 && !callback_done) Fail("the stale engine's callback did not finish before Init()");
-  lockstep::Wait(lockstep::Enqueue(AllreduceSpec("restart.after", in, out)));
+  lockstep::Wait(SubmitOne(AllreduceSpec("restart.after", in, out)));
   CheckSum("restart.after", out, size);
 }
 

@@ -10,7 +10,7 @@
 #include "backends/collectives.h"
 #include "common/phase_recorder.h"
 #include "fusion/fusion_buffer.h"
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 #include "wire/message.h"
 
 namespace lockstep {

@@ -4,7 +4,7 @@
 #include <climits>
 #include <string>
 
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 #include "reduction/adasum.h"
 
 namespace lockstep {

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <string>
 
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 
 namespace lockstep {
 

@@ -8,7 +8,7 @@
 #include <functional>
 #include <string>
 
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 
 namespace lockstep {
 

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 
 namespace lockstep {
 

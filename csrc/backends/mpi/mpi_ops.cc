@@ -6,7 +6,7 @@
 
 #include "backends/mpi/mpi_context.h"
 #include "backends/mpi/process_failures.h"
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 #include "negotiation/exchange.h"
 
 namespace lockstep {

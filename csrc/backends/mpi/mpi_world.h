@@ -4,7 +4,7 @@
 #pragma once
 
 #include "backends/communicator.h"
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 
 namespace lockstep {
 

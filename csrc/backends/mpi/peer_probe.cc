@@ -4,7 +4,7 @@
 #include <mutex>
 #include <thread>
 
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 
 namespace lockstep {
 namespace {

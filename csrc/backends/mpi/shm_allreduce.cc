@@ -8,7 +8,7 @@
 #include <string>
 #include <thread>
 
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 #include "negotiation/exchange.h"
 #include "reduction/reduce_kernels.h"
 

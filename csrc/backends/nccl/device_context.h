@@ -13,7 +13,7 @@
 
 #include "backends/collectives.h"
 #include "common/tensor_list.h"
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 
 namespace lockstep {
 

@@ -8,7 +8,7 @@
 #include "backends/gpu_agreement.h"
 #include "backends/nccl/nccl_types.h"
 #include "common/tensor_list.h"
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 
 namespace lockstep {
 namespace {

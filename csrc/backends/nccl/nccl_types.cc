@@ -1,7 +1,7 @@
 #include "backends/nccl/nccl_types.h"
 
 #include "backends/nccl/device_context.h"
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 
 namespace lockstep {
 namespace {

@@ -3,7 +3,7 @@
 // One handler serves every collective kind (the `op` attribute says which). It hands
 // all its buffers to the core at once (a pytree becomes one group, which the core
 // negotiates as a unit and fuses) and returns an ffi::Future. Before returning, the XLA
-// thread runs the negotiation itself for a short budget (EnqueueWithCallbacksAndDrive):
+// thread runs the negotiation itself for a short budget (Submit with a KernelDrive):
 // when every rank arrives at about the same time, the collective is done by then and
 // the future is returned complete, without waking any other thread. Otherwise the
 // core's background thread completes it later, through a completion thread (so that
@@ -111,7 +111,11 @@ ffi::Future Collective(ffi::RemainingArgs args, ffi::RemainingRets rets, int32_t
   ffi::Future future = completion->MakeFuture();
   try {
     DrivingCall driving(completion.get());
-    EnqueueWithCallbacksAndDrive(std::move(decoded.specs), std::move(callbacks), members > 1);
+    SubmitOptions options;
+    options.grouped = members > 1;
+    options.done = std::move(callbacks);
+    options.drive = &kInOrderKernelDrive;
+    Submit(std::move(decoded.specs), std::move(options));
   } catch (const Error& refused) {
     // No callback runs after a refusal, so the future is still pending: fail it here.
     for (size_t i = 0; i < members; ++i) {

@@ -71,11 +71,18 @@ class Completion : public std::enable_shared_from_this<Completion> {
   absl::Status first_error_;
 };
 
-// Runs `enqueue`, turning the core's refusals into TensorFlow statuses.
-absl::Status Submit(const std::function<void()>& enqueue) {
+// Submits ops that report through `callbacks` (one per spec), turning the core's
+// refusals into TensorFlow statuses. `drive`: a lone op's cycle may run on this thread.
+absl::Status SubmitWithCallbacks(std::vector<OpSpec> specs,
+                                 std::vector<lockstep::DoneCallback> callbacks, bool grouped,
+                                 bool drive) {
   if (!IsInitialized()) return absl::FailedPreconditionError(NotRunningReason());
+  SubmitOptions options;
+  options.grouped = grouped;
+  options.done = std::move(callbacks);
+  if (drive) options.drive = &kUnorderedKernelDrive;
   try {
-    enqueue();
+    Submit(std::move(specs), std::move(options));
   } catch (const Error& error) {
     if (!IsInitialized()) return absl::FailedPreconditionError(NotRunningReason());
     return absl::InvalidArgumentError(error.what());
@@ -124,10 +131,8 @@ class CollectiveKernel : public AsyncOpKernel {
       specs.push_back(make_spec(i, grouped ? name + "." + std::to_string(i) : name));
       callbacks.push_back(completion->Member(on_success(i)));
     }
-    absl::Status submitted = Submit([&] {
-      EnqueueWithCallbacksAndDrive(std::move(specs), std::move(callbacks), grouped,
-                                   kUnorderedKernelDrive);
-    });
+    absl::Status submitted =
+        SubmitWithCallbacks(std::move(specs), std::move(callbacks), grouped, /*drive=*/true);
     OP_REQUIRES_OK_ASYNC(context, submitted, done);
   }
 
@@ -307,10 +312,11 @@ class AlltoallKernel : public CollectiveKernel {
       for (int64_t i = 0; i < ranks; ++i) out(i) = static_cast<int32_t>(result.received_splits[i]);
     };
     std::vector<lockstep::DoneCallback> callbacks{completion->Member(on_success)};
-    OP_REQUIRES_OK_ASYNC(context, Submit([&] {
-                           EnqueueWithCallbacksAndDrive({std::move(spec)}, std::move(callbacks),
-                                                        /*grouped=*/false, kUnorderedKernelDrive);
-                         }),
+    std::vector<OpSpec> specs;
+    specs.push_back(std::move(spec));
+    OP_REQUIRES_OK_ASYNC(context,
+                         SubmitWithCallbacks(std::move(specs), std::move(callbacks),
+                                             /*grouped=*/false, /*drive=*/true),
                          done);
   }
 };
@@ -329,7 +335,9 @@ class JoinKernel : public AsyncOpKernel {
         last->scalar<int32_t>()() = result.join_last_rank;
       }
     });
-    OP_REQUIRES_OK_ASYNC(context, Submit([&] { EnqueueWithCallback(spec, std::move(callback)); }),
+    OP_REQUIRES_OK_ASYNC(context,
+                         SubmitWithCallbacks({spec}, {std::move(callback)}, /*grouped=*/false,
+                                             /*drive=*/false),
                          done);
   }
 };
@@ -345,7 +353,9 @@ class BarrierKernel : public CollectiveKernel {
     spec.process_set_id = process_set_id();
     auto completion = std::make_shared<Completion>(context, done, 1);
     auto callback = completion->Member(Completion::OnSuccess());
-    OP_REQUIRES_OK_ASYNC(context, Submit([&] { EnqueueWithCallback(spec, std::move(callback)); }),
+    OP_REQUIRES_OK_ASYNC(context,
+                         SubmitWithCallbacks({spec}, {std::move(callback)}, /*grouped=*/false,
+                                             /*drive=*/false),
                          done);
   }
 };

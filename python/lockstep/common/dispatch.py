@@ -10,11 +10,8 @@ from typing import Any, NamedTuple, Tuple
 
 from lockstep.common import basics, validation
 from lockstep.common.handles import PendingOp
-from lockstep.common.ops import ALLREDUCE_OPS, REDUCESCATTER_OPS, Adasum, Average, checked_reduction, to_core_reduce_op
+from lockstep.common.ops import ALLREDUCE_OPS, REDUCESCATTER_OPS, Average, checked_reduction
 from lockstep.common.process_sets import process_set_size
-
-# Ops the synchronous fast path may pass straight to the core (Adasum needs checks).
-_PLAIN_REDUCE_OPS = {op: to_core_reduce_op(op) for op in ALLREDUCE_OPS if op != Adasum}
 
 
 # NamedTuples rather than dataclasses: they are built on every op, and are several
@@ -50,6 +47,7 @@ class OpDispatcher:
         self._core = core
         self._namer = namer
         self._handles = handles
+        core.set_allreduce_checks(self._checked_allreduce_args, namer.name_for)
         # Set by a frontend with device tensors (torch): called with the core Results of
         # a synchronized op before its finish(), to order the stream that is current now
         # after lockstep's GPU work (wait() ordered only the stream the op was
@@ -65,24 +63,12 @@ class OpDispatcher:
     def allreduce(self, tensor, output, scaling, name, finish, ps=0):
         self._require_initialized()
         reduce_op, prescale, postscale = self._reduction_args(tensor.dtype, scaling, ALLREDUCE_OPS, "allreduce", ps)
-        # Flat arguments rather than an OpSpec: this runs once per gradient every step.
-        core_handle = self._core.enqueue_op(
-            self._core.OpType.ALLREDUCE,
-            self._name("allreduce", name, ps),
-            tensor.dtype,
-            tensor.shape,
-            tensor.address,
-            output.address,
-            reduce_op,
-            prescale,
-            postscale,
-            0,
-            tensor.device,
-            ps,
-            tensor.stream,
-        )
+        # One member tuple rather than an OpSpec: this runs once per gradient every step.
+        name = self._name("allreduce", name, ps)
+        member = (name, tensor.dtype, tensor.shape, tensor.address, output.address, tensor.device, tensor.stream)
+        core_handles = self._core.submit_allreduces([member], reduce_op, prescale, postscale, ps)
         pending = PendingOp(
-            core_handles=[core_handle],
+            core_handles=core_handles,
             finish=lambda results: finish(results[0]),
             keepalive=(tensor.owner, output.owner),
         )
@@ -93,45 +79,32 @@ class OpDispatcher:
         they usually meet in one cycle and fuse (a DistributedOptimizer's bucket of
         gradients); `grouped`: negotiated as one unit, as grouped_allreduce. One handle
         for all; `finish` receives their core Results. wake_background False: the
-        caller synchronizes soon and runs the cycle itself (lockstep.h, EnqueueBatch)."""
+        caller synchronizes soon and runs the cycle itself (lockstep.h, SubmitOptions)."""
         self._require_initialized()
         names = [self._name("allreduce", name, ps) for name in names]
         return self._allreduces(tensors, outputs, scaling, names, finish, ps, wake_background, grouped)
 
     def allreduce_in_place_batch(self, members, owners, scaling, ps=0, wake_background=True, grouped=False):
         """allreduce_batch for a frontend that builds the core's member tuples itself
-        (see _enqueue_allreduces), each reducing a host tensor in place under a name it
+        (see _submit_allreduces), each reducing a host tensor in place under a name it
         has checked once: a DistributedOptimizer's bucket of dense gradients, every step,
         where building TensorRefs and checking each name again cost several
         microseconds per gradient. `grouped`: negotiated as one unit (an explicit group
         of parameters). synchronize() returns None."""
         self._require_initialized()
-        return self._enqueue_allreduces(members, owners, scaling, _no_result, ps, wake_background, grouped)
+        return self._submit_allreduces(members, owners, scaling, _no_result, ps, wake_background, grouped)
 
-    def run_allreduce(
-        self, dtype, shape, address, output_address, op, prescale, postscale, name, device=-1, ps=0, stream=0
-    ):
-        """The synchronous allreduce, the latency-critical path: flat arguments instead of
-        TensorRef/Scaling, no frontend handle, one call into the core, which waits with the
-        GIL released. The caller's references keep the memory alive meanwhile. For device
-        memory (device >= 0), `stream` is the framework's stream (see TensorRef)."""
-        # As in run_allreduce_arrays: plain arguments skip the general checks inline.
-        reduce_op = _PLAIN_REDUCE_OPS.get(op) if type(op) is int else None
-        if (
-            reduce_op is None
-            or prescale.__class__ is not float
-            or prescale != 1.0
-            or postscale.__class__ is not float
-            or postscale != 1.0
-            or dtype is self._core.DataType.BOOL
-            or name.__class__ is not str
-            or name == ""
-        ):
-            reduce_op, prescale, postscale, name = self._sync_allreduce_args(dtype, op, prescale, postscale, name, ps)
+    def run_allreduce(self, dtype, shape, tensor, output, op, prescale, postscale, name, ps=0, device=-1, stream=0):
+        """The synchronous allreduce, the latency-critical path, and every frontend's one
+        door to it: the user's op, scale factors and name as given, no frontend handle,
+        one call into the core, which decides whether the call is plain, has anything
+        else checked by _checked_allreduce_args, and waits with the GIL released.
+        `tensor` and `output` are addresses with `shape` (torch; device memory for
+        device >= 0, `stream` the framework's, see TensorRef), or C-contiguous host
+        arrays of core dtype `dtype`, `output` like `tensor` or `tensor` itself
+        (numpy; `shape` None). The caller's references keep the memory alive."""
         try:
-            self._core.run_allreduce(
-                name, dtype, shape, address, output_address, reduce_op, prescale, postscale, device, ps, stream
-            )
+            self._core.run_allreduce(name, dtype, shape, tensor, output, op, prescale, postscale, ps, device, stream)
         except self._core.AbortedError:
             raise  # the collective itself failed (e.g. ranks stopped responding): keep its type
         except self._core.LockstepError:
@@ -142,60 +115,15 @@ class OpDispatcher:
             if self._namer.counters and self._handles.idle():
                 self._namer.restart()
 
-    def run_allreduce_arrays(self, dtype, array, output, op, prescale, postscale, name, ps=0):
-        """run_allreduce for a C-contiguous host array of core dtype `dtype` into `output`
-        (an array like it, or `array` itself): the core reads their memory and shape
-        through the buffer protocol."""
-        # The checks of _sync_allreduce_args inline for plain arguments: this is every
-        # small numpy allreduce's path, where each Python call is a tenth of the op.
-        reduce_op = _PLAIN_REDUCE_OPS.get(op) if type(op) is int else None
-        if (
-            reduce_op is None
-            or prescale.__class__ is not float
-            or prescale != 1.0
-            or postscale.__class__ is not float
-            or postscale != 1.0
-            or dtype is self._core.DataType.BOOL
-            or name.__class__ is not str
-            or name == ""
-        ):
-            reduce_op, prescale, postscale, name = self._sync_allreduce_args(dtype, op, prescale, postscale, name, ps)
-        try:
-            self._core.run_allreduce_arrays(name, dtype, array, output, reduce_op, prescale, postscale, ps)
-        except self._core.AbortedError:
-            raise  # the collective itself failed (e.g. ranks stopped responding): keep its type
-        except self._core.LockstepError:
-            self._require_initialized()
-            raise
-        finally:
-            # As _restart_names_if_idle, inline: two calls less per named op.
-            if self._namer.counters and self._handles.idle():
-                self._namer.restart()
-
-    def _sync_allreduce_args(self, dtype, op, prescale, postscale, name, ps):
-        """(core reduce op, prescale, postscale, name). Plain arguments (a named op
-        constant, no scaling) skip the general checks; anything else goes through them,
-        so errors are the same either way."""
-        reduce_op = _PLAIN_REDUCE_OPS.get(op) if type(op) is int else None
-        plain = (
-            reduce_op is not None
-            and prescale.__class__ is float
-            and prescale == 1.0
-            and postscale.__class__ is float
-            and postscale == 1.0
-            and dtype is not self._core.DataType.BOOL
+    def _checked_allreduce_args(self, dtype, op, prescale, postscale, name, ps):
+        """(core reduce op, prescale, postscale, name) of a synchronous allreduce whose
+        arguments the core did not find plain (lockstep._core.run_allreduce calls this),
+        checked as every other reduction is checked, or the error that says what is wrong."""
+        self._require_initialized()
+        reduce_op, prescale, postscale = self._reduction_args(
+            dtype, Scaling(op, prescale, postscale), ALLREDUCE_OPS, "allreduce", ps
         )
-        if not plain:
-            self._require_initialized()
-            reduce_op, prescale, postscale = self._reduction_args(
-                dtype, Scaling(op, prescale, postscale), ALLREDUCE_OPS, "allreduce", ps
-            )
-        if name is None:
-            name = self._namer.name_for("allreduce", None, ps)
-        elif name.__class__ is not str or name == "":
-            self._require_initialized()  # that error comes first, as on every other path
-            name = self._name("allreduce", name, ps)
-        return reduce_op, prescale, postscale, name
+        return reduce_op, prescale, postscale, self._name("allreduce", name, ps)
 
     def grouped_allreduce(self, tensors, outputs, scaling, name, finish, ps=0):
         """All members share one op, scaling and name prefix; they are negotiated as a unit."""
@@ -298,7 +226,7 @@ class OpDispatcher:
         """A synchronous collective: start(*args, **kwargs) submits its op(s) and returns
         their handle, and this thread then waits for the result. Host-memory ops go to
         the core without waking its background thread: this thread runs the cycle itself
-        in synchronize() (lockstep.h, EnqueueBatch), sparing the hand-off to that thread
+        in synchronize() (lockstep.h, SubmitOptions), sparing the hand-off to that thread
         and back, which made a synchronous broadcast, allgather or grouped allreduce
         several times slower than allreduce."""
         state = self._caller_waits
@@ -405,27 +333,22 @@ class OpDispatcher:
         if wake_background and self._caller_will_wait(tensors):
             wake_background = False
         owners = tuple(t.owner for t in tensors) + tuple(o.owner for o in outputs)
-        return self._enqueue_allreduces(members, owners, scaling, finish, ps, wake_background, grouped)
+        return self._submit_allreduces(members, owners, scaling, finish, ps, wake_background, grouped)
 
-    def _enqueue_allreduces(self, members, owners, scaling, finish, ps, wake_background, grouped):
+    def _submit_allreduces(self, members, owners, scaling, finish, ps, wake_background, grouped):
         """members: the core's (name, dtype, shape, input address, output address,
         device, stream) per allreduce; owners: what keeps their memory alive."""
         is_bool = any(member[1] is self._core.DataType.BOOL for member in members)
         reduce_op, prescale, postscale = self._reduction_args(
             self._core.DataType.BOOL if is_bool else None, scaling, ALLREDUCE_OPS, "allreduce", ps
         )
-        core_handles = self._core.enqueue_allreduces(
+        core_handles = self._core.submit_allreduces(
             members, reduce_op, prescale, postscale, ps, wake_background, grouped
         )
         return self._handles.add(PendingOp(core_handles=core_handles, finish=finish, keepalive=owners))
 
     def _submit(self, specs, finish, owners, grouped=False):
-        if self._caller_will_wait(specs):
-            core_handles = list(self._core.enqueue_batch(specs, wake_background=False, grouped=grouped))
-        elif grouped:
-            core_handles = list(self._core.enqueue_group(specs))
-        else:
-            core_handles = [self._core.enqueue(specs[0])]
+        core_handles = self._core.submit(specs, grouped, not self._caller_will_wait(specs))
         return self._handles.add(PendingOp(core_handles=core_handles, finish=finish, keepalive=owners))
 
     def _finish_join(self, results):

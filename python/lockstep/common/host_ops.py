@@ -55,13 +55,15 @@ def allreduce(
     process_set=global_process_set,
 ):
     """Reduce `tensor` across ranks (Average by default) and return the result."""
-    # The common case, inline: a few microseconds is the whole op for small tensors.
+    # The common case, inline: a few microseconds is the whole op for small tensors. The
+    # core decides whether op, factors and name are plain (DISPATCHER.run_allreduce).
     if tensor.__class__ is np.ndarray and compression is None and average is None and tensor.flags.c_contiguous:
         plain = CORE_DTYPES.get(tensor.dtype)
         if plain is not None:
             output = empty_like(tensor)  # C-contiguous, as the tensor is
-            DISPATCHER.run_allreduce_arrays(
+            DISPATCHER.run_allreduce(
                 plain,
+                None,
                 tensor,
                 output,
                 Average if op is None else op,
@@ -102,8 +104,9 @@ def allreduce_(
         flags = tensor.flags
         plain = CORE_DTYPES.get(tensor.dtype) if flags.c_contiguous and flags.writeable else None
         if plain is not None:
-            DISPATCHER.run_allreduce_arrays(
+            DISPATCHER.run_allreduce(
                 plain,
+                None,
                 tensor,
                 tensor,
                 Average if op is None else op,
@@ -122,8 +125,8 @@ def allreduce_(
 
 def _reduce_into(dtype, array, output, op, prescale_factor, postscale_factor, name, process_set):
     """The synchronous allreduce of C-contiguous `array` into `output` (may be `array`)."""
-    DISPATCHER.run_allreduce_arrays(
-        dtype, array, output, op, prescale_factor, postscale_factor, name, process_set_id(process_set)
+    DISPATCHER.run_allreduce(
+        dtype, None, array, output, op, prescale_factor, postscale_factor, name, process_set_id(process_set)
     )
 
 

@@ -33,10 +33,10 @@ REDUCESCATTER_OPS = (Average, Sum)
 # they are what gradient averaging (optimizers, tapes, sparse gathers) accepts.
 LINEAR_OPS = (Average, Sum)
 
-# The core (csrc/negotiation/spec_validation.cc) raises these same messages for
-# what reaches it unchecked; tests compare the two.
-BOOL_AVERAGE_ERROR = "Average is not defined for bool tensors; use Sum/Max (any) or Min/Product (all)"
-BOOL_SCALE_ERROR = "prescale_factor/postscale_factor cannot be applied to bool tensors"
+# The core's own texts (include/lockstep/values.h), which it raises for what reaches it
+# unchecked (e.g. from a jitted JAX function).
+BOOL_AVERAGE_ERROR = _core.BOOL_AVERAGE_ERROR
+BOOL_SCALE_ERROR = _core.BOOL_SCALE_ERROR
 
 REDUCE_OP_NAMES = {
     Average: "Average",

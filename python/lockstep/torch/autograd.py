@@ -220,8 +220,9 @@ def allreduce(
     # The latency-critical case, inline (a dense CPU tensor of a core dtype that needs
     # no graph, without compression or average=): a 4-byte op is a few microseconds,
     # and the calls this skips (the average= resolution, the graph check, allreduce_now)
-    # were about 0.2 us of it. Anything else takes the general path below, which has
-    # the same result and raises the errors.
+    # were about 0.2 us of it. The core decides whether op, factors and name are plain
+    # (DISPATCHER.run_allreduce). Any other tensor takes the general path below, which
+    # has the same result and raises the errors.
     if (
         tensor.__class__ is _Tensor
         and average is None
@@ -243,9 +244,7 @@ def allreduce(
                 prescale_factor,
                 postscale_factor,
                 name,
-                -1,
                 0 if process_set is global_process_set else process_set_id(process_set),
-                0,
             )
             return output
     op = handle_average_backwards_compatibility(op, average)

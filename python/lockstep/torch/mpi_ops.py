@@ -15,7 +15,6 @@ from lockstep.common.process import DISPATCHER
 from lockstep.common.process_sets import global_process_set, process_set_id
 from lockstep.common.validation import as_int
 from lockstep.torch.tensors import (
-    CORE_DTYPES,
     InPlaceTarget,
     check_tensor,
     core_dtype,
@@ -72,8 +71,8 @@ def allreduce_(
         prescale_factor,
         postscale_factor,
         name,
-        device,
         process_set_id(process_set),
+        device,
         stream,
     )
     return target.finish()
@@ -84,26 +83,6 @@ def allreduce_now(
 ):
     """Reduce `tensor` across ranks into a new tensor, waiting in a single call into the
     core: the synchronous allreduce without a handle (not differentiable)."""
-    if tensor.__class__ is torch.Tensor and tensor.is_cpu and tensor.layout is torch.strided and tensor.is_contiguous():
-        # The common case without the general checks' calls: a small op is a few
-        # microseconds in all. Unsupported dtypes take the general path's error.
-        dtype = CORE_DTYPES.get(tensor.dtype)
-        if dtype is not None:
-            output = torch.empty_like(tensor)
-            DISPATCHER.run_allreduce(
-                dtype,
-                tensor.shape,
-                tensor.data_ptr(),
-                output.data_ptr(),
-                op,
-                prescale_factor,
-                postscale_factor,
-                name,
-                -1,
-                0 if process_set is global_process_set else process_set_id(process_set),
-                0,
-            )
-            return output
     source = readable(check_tensor(tensor))
     output = torch.empty_like(source)  # `source` is contiguous, so the output is too
     device, stream = (-1, 0) if source.is_cpu else device_and_stream(source)
@@ -116,8 +95,8 @@ def allreduce_now(
         prescale_factor,
         postscale_factor,
         name,
-        device,
         process_set_id(process_set),
+        device,
         stream,
     )
     return output

@@ -16,6 +16,7 @@
 #include <iterator>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "backends/nccl/gpu_probe.h"
@@ -24,6 +25,18 @@
 
 namespace lockstep {
 namespace {
+
+Handle SubmitOne(OpSpec spec) {
+  std::vector<OpSpec> specs;
+  specs.push_back(std::move(spec));
+  return Submit(std::move(specs)).front();
+}
+
+std::vector<Handle> SubmitGroup(std::vector<OpSpec> specs) {
+  SubmitOptions options;
+  options.grouped = true;
+  return Submit(std::move(specs), std::move(options));
+}
 
 class GpuEngineTest : public ::testing::Test {
  protected:
@@ -131,7 +144,7 @@ TEST_F(GpuEngineTest, AllreduceOfEveryDtypeAndOpLoneAndFused) {
       spec.reduce_op = op;
       spec.prescale = pre;
       spec.postscale = post;
-      Wait(Enqueue(spec));
+      Wait(SubmitOne(spec));
       EXPECT_EQ(Host(out, input.size()), Expected(input, dtype, count, pre, post)) << tag;
       EXPECT_EQ(Host(in, input.size()), input) << tag << ": the input changed";
       // Fused: three tensors of odd sizes in one group, in place.
@@ -147,7 +160,7 @@ TEST_F(GpuEngineTest, AllreduceOfEveryDtypeAndOpLoneAndFused) {
         group.back().prescale = pre;
         group.back().postscale = post;
       }
-      for (Handle handle : EnqueueGroup(group)) Wait(handle);
+      for (Handle handle : SubmitGroup(group)) Wait(handle);
       for (size_t i = 0; i < group.size(); ++i) {
         const int64_t n = group[i].shape[0];
         EXPECT_EQ(Host(memory[i], inputs[i].size()), Expected(inputs[i], dtype, n, pre, post))
@@ -165,7 +178,7 @@ TEST_F(GpuEngineTest, CoreAllocatedResultsLiveOnTheDevice) {
     OpSpec spec =
         Spec(op, std::string("result.") + OpTypeName(op), DataType::kFloat32, count, in, nullptr);
     if (op == OpType::kReducescatter) spec.reduce_op = ReduceOp::kSum;
-    OpResult result = Wait(Enqueue(spec));
+    OpResult result = Wait(SubmitOne(spec));
     ASSERT_NE(result.buffer, nullptr) << OpTypeName(op);
     EXPECT_EQ(result.device, 0) << OpTypeName(op);
     EXPECT_EQ(result.shape, (std::vector<int64_t>{count})) << OpTypeName(op);
@@ -174,7 +187,7 @@ TEST_F(GpuEngineTest, CoreAllocatedResultsLiveOnTheDevice) {
   }
   // Broadcast writes the root's input into the output.
   void* out = Device(std::vector<uint8_t>(input.size(), 0));
-  Wait(Enqueue(Spec(OpType::kBroadcast, "result.broadcast", DataType::kFloat32, count, in, out)));
+  Wait(SubmitOne(Spec(OpType::kBroadcast, "result.broadcast", DataType::kFloat32, count, in, out)));
   EXPECT_EQ(Host(out, input.size()), input);
   EXPECT_NE(GpuStream(0, 0), nullptr);
 }
@@ -194,7 +207,7 @@ TEST_F(GpuEngineTest, AnInputStillBeingWrittenIsWaitedFor) {
   OpSpec spec = Spec(OpType::kAllreduce, "late", DataType::kFloat32, count, tensor, tensor);
   spec.reduce_op = ReduceOp::kSum;
   spec.postscale = 2.0;
-  Wait(Enqueue(spec));
+  Wait(SubmitOne(spec));
   const std::vector<uint8_t> got = Host(tensor, count * 4);
   std::vector<float> values(count);
   std::memcpy(values.data(), got.data(), got.size());
@@ -212,7 +225,7 @@ TEST_F(GpuEngineTest, TheTimelineShowsTheGpuPhases) {
     group.push_back(Spec(OpType::kAllreduce, "phases." + std::to_string(i), DataType::kFloat32, 64,
                          memory, memory));
   }
-  for (Handle handle : EnqueueGroup(group)) Wait(handle);
+  for (Handle handle : SubmitGroup(group)) Wait(handle);
   ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
   // Written when a later cycle polls the finished events (idle cycles come every
   // 16 ms at most).
@@ -240,10 +253,10 @@ TEST_F(GpuEngineTest, MpiStagingGivesTheSameResults) {
   OpSpec spec = Spec(OpType::kAllreduce, "staged", DataType::kFloat64, count, in, out);
   spec.reduce_op = ReduceOp::kAverage;
   spec.prescale = 0.25;
-  Wait(Enqueue(spec));
+  Wait(SubmitOne(spec));
   EXPECT_EQ(Host(out, input.size()), Expected(input, DataType::kFloat64, count, 0.25, 1.0));
   OpResult gathered = Wait(
-      Enqueue(Spec(OpType::kAllgather, "staged.gather", DataType::kFloat64, count, in, nullptr)));
+      SubmitOne(Spec(OpType::kAllgather, "staged.gather", DataType::kFloat64, count, in, nullptr)));
   EXPECT_EQ(gathered.device, 0);
   EXPECT_EQ(Host(gathered.buffer->data(), input.size()), input);
   Shutdown();

@@ -64,8 +64,8 @@ def test_gpu_tensors_are_refused_on_every_rank_with_the_reason(num_ranks):
 
 
 def test_the_binding_speaks_streams_and_device_results(num_ranks):
-    """enqueue_op/run_op's stream argument, OpSpec.stream, Result.device/data_ptr/nbytes
-    and gpu_stream(), with host tensors (they need no GPU)."""
+    """OpSpec.stream through submit/run, run_allreduce's stream argument,
+    Result.device/data_ptr/nbytes and gpu_stream(), with host tensors (they need no GPU)."""
     run_ranks("gpu_binding_api.py", num_ranks).assert_all_ranks_passed(num_ranks)
 
 

@@ -1,6 +1,7 @@
 """The binding's additions for GPU tensors, checked with host tensors (they need no
-GPU): the trailing `stream` argument of enqueue_op/run_op (positional or by keyword),
-OpSpec.stream, Result.device/data_ptr/nbytes, gpu_stream() before any GPU op."""
+GPU): OpSpec.stream through submit() and run(), the `stream` argument of the
+synchronous allreduce's door, Result.device/data_ptr/nbytes, gpu_stream() before any
+GPU op."""
 
 import ctypes
 
@@ -22,64 +23,35 @@ def main():
     out = np.zeros(4, np.int32)
     expected = np.full(4, size * (size + 1) // 2, np.int32)
 
-    # Positional with a trailing stream (ignored for host tensors), then by keyword.
-    handle = _core.enqueue_op(
-        _core.OpType.ALLREDUCE,
-        "api.positional",
-        _core.DataType.INT32,
-        [4],
-        address(data),
-        address(out),
-        _core.ReduceOp.SUM,
-        1.0,
-        1.0,
-        0,
-        -1,
-        0,
-        0,
-    )
-    _core.wait(handle)
-    assert_equal(out, expected, "enqueue_op with a stream argument")
-    out[:] = 0
-    _core.run_op(
-        op_type=_core.OpType.ALLREDUCE,
-        name="api.keywords",
-        dtype=_core.DataType.INT32,
-        shape=[4],
-        address=address(data),
-        output_address=address(out),
-        reduce_op=_core.ReduceOp.SUM,
-        prescale=1.0,
-        postscale=1.0,
-        root_rank=0,
-        device=-1,
-        process_set_id=0,
-        stream=0,
-    )
-    assert_equal(out, expected, "run_op by keyword")
+    def allreduce_spec(name):
+        spec = _core.OpSpec()
+        spec.op, spec.name, spec.dtype, spec.shape = _core.OpType.ALLREDUCE, name, _core.DataType.INT32, [4]
+        spec.input, spec.output, spec.reduce_op = address(data), address(out), _core.ReduceOp.SUM
+        return spec
 
-    spec = _core.OpSpec()
+    spec = allreduce_spec("api.submit")
     assert spec.stream == 0, "OpSpec.stream defaults to the legacy default stream"
+    spec.stream = 0  # ignored for host tensors
+    (handle,) = _core.submit([spec])
+    _core.wait(handle)
+    assert_equal(out, expected, "submit with a stream")
+    out[:] = 0
+    _core.run(spec=allreduce_spec("api.run"))
+    assert_equal(out, expected, "run by keyword")
+    out[:] = 0
+    _core.run_allreduce("api.door", _core.DataType.INT32, [4], address(data), address(out), hvd.Sum, 1.0, 1.0, 0, -1, 0)
+    assert_equal(out, expected, "run_allreduce with a stream argument")
+
     spec.stream = 0xDEAD0
     assert spec.stream == 0xDEAD0, "OpSpec.stream keeps a cudaStream_t as an integer"
 
     # A core-allocated host result: device -1, its address and size, and the buffer
     # protocol still works.
     rows = np.arange(3 * (rank + 1), dtype=np.float64).reshape(rank + 1, 3)
-    result = _core.run_op(
-        _core.OpType.ALLGATHER,
-        "api.allgather",
-        _core.DataType.FLOAT64,
-        [rank + 1, 3],
-        address(rows),
-        0,
-        _core.ReduceOp.SUM,
-        1.0,
-        1.0,
-        0,
-        -1,
-        0,
-    )
+    gather = _core.OpSpec()
+    gather.op, gather.name, gather.dtype = _core.OpType.ALLGATHER, "api.allgather", _core.DataType.FLOAT64
+    gather.shape, gather.input = [rank + 1, 3], address(rows)
+    result = _core.run(gather)
     total_rows = size * (size + 1) // 2
     assert result.device == -1, f"host result on device {result.device}"
     assert result.nbytes == total_rows * 3 * 8, f"nbytes {result.nbytes}"

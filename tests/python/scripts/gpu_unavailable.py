@@ -15,23 +15,10 @@ def main():
     assert problem, "run only where GPU collectives cannot run"
     data = np.zeros(4, np.float32)
     address = data.__array_interface__["data"][0]
-    expect_error(
-        hvd.InvalidArgumentError,
-        ["is on GPU 0, but", problem],
-        _core.enqueue_op,
-        _core.OpType.ALLREDUCE,
-        "gpu.tensor",
-        _core.DataType.FLOAT32,
-        [4],
-        address,
-        address,
-        _core.ReduceOp.SUM,
-        1.0,
-        1.0,
-        0,
-        0,
-        0,
-    )
+    spec = _core.OpSpec()
+    spec.op, spec.name, spec.dtype, spec.shape = _core.OpType.ALLREDUCE, "gpu.tensor", _core.DataType.FLOAT32, [4]
+    spec.input, spec.output, spec.reduce_op, spec.device = address, address, _core.ReduceOp.SUM, 0
+    expect_error(hvd.InvalidArgumentError, ["is on GPU 0, but", problem], _core.submit, [spec])
     assert_equal(
         hvd.allreduce(np.full(3, rank, np.int32), op=hvd.Sum),
         np.full(3, sum(range(size)), np.int32),

@@ -153,11 +153,10 @@ ffi::Error CudaCollective(cudaStream_t stream, int32_t device_ordinal, ffi::Rema
   std::vector<DoneCallback> callbacks;
   for (size_t i = 0; i < members; ++i) callbacks.push_back(outcomes.Member(i));
   try {
-    if (members == 1) {
-      EnqueueWithCallback(std::move(decoded.specs.front()), std::move(callbacks.front()));
-    } else {
-      EnqueueGroupWithCallbacks(std::move(decoded.specs), std::move(callbacks));
-    }
+    SubmitOptions options;
+    options.grouped = members > 1;
+    options.done = std::move(callbacks);
+    Submit(std::move(decoded.specs), std::move(options));
   } catch (const Error& refused) {
     return ffi::Error::InvalidArgument(refused.what());  // no callback runs after a refusal
   }
