@@ -45,7 +45,7 @@
 #include <chrono>
 #include <mutex>
 
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 
 namespace lockstep {
 

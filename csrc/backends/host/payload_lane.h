@@ -19,7 +19,7 @@
 
 #include "backends/collectives.h"
 #include "common/phase_recorder.h"
-#include "lockstep/lockstep.h"
+#include "lockstep/values.h"
 #include "negotiation/lane_source.h"
 #include "wire/cycle_lane.h"
 
