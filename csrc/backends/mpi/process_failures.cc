@@ -13,6 +13,9 @@
 namespace lockstep {
 namespace {
 
+// Agreements that may come back inconclusive in a row before one counts as a failure.
+constexpr int kAgreementAttempts = 4;
+
 // Whether MPI knows `code` as an error code: MPI_Error_class and MPI_Error_string end
 // the job on one it does not (MPI_ERRORS_ARE_FATAL), and Open MPI 5's collectives
 // return internal codes such as -1 around a process failure.
@@ -141,25 +144,49 @@ int ShrinkToSurvivors(MPI_Comm comm, MPI_Comm* survivors) {
   return Shrink(comm, survivors);
 }
 
-Agreement AgreeEveryProcessAlive(MPI_Comm comm, double timeout_seconds) {
-  int flag = 1;
+namespace {
+
+enum class Outcome { kDone, kFailed, kTimedOut };
+
+// One agreement, polled until `give_up` (none when `bounded` is false): a frozen rank
+// would otherwise hold every other one here. `*flag` is both contribution and result;
+// the caller leaks it on kTimedOut, since the request stays pending and writes it later.
+Outcome AgreeOnce(MPI_Comm comm, int* flag, bool bounded,
+                  std::chrono::steady_clock::time_point give_up) {
   MPI_Request request = MPI_REQUEST_NULL;
-  if (StartAgreement(comm, &flag, &request) != MPI_SUCCESS) return Agreement::kProcessFailed;
-  // Polled, not blocking: a frozen rank would otherwise hold every other one here.
-  const auto give_up = std::chrono::steady_clock::now() +
-                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                           std::chrono::duration<double>(timeout_seconds));
+  if (StartAgreement(comm, flag, &request) != MPI_SUCCESS) return Outcome::kFailed;
   int done = 0;
   int rc = MPI_SUCCESS;
   while (true) {
     rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS || done) break;
-    if (timeout_seconds > 0 && std::chrono::steady_clock::now() >= give_up) {
-      return Agreement::kTimedOut;  // the request stays pending; the communicator is done for
-    }
+    if (bounded && std::chrono::steady_clock::now() >= give_up) return Outcome::kTimedOut;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  return rc == MPI_SUCCESS && flag == 1 ? Agreement::kAllAlive : Agreement::kProcessFailed;
+  return rc == MPI_SUCCESS ? Outcome::kDone : Outcome::kFailed;
+}
+
+}  // namespace
+
+Agreement AgreeEveryProcessAlive(MPI_Comm comm, double timeout_seconds) {
+  const bool bounded = timeout_seconds > 0;
+  const auto give_up = std::chrono::steady_clock::now() +
+                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(timeout_seconds));
+  // ULFM reports a failed process through the return code, the same on every rank.
+  // Every rank contributes 1, yet Open MPI 5.0.11 has returned success with 0 on every
+  // rank (seen after MPI_Comm_spawn and a merge, with no process failed): that result says nothing
+  // about failures, and since every rank got it, all agree again together.
+  for (int attempt = 0; attempt < kAgreementAttempts; ++attempt) {
+    int* flag = new int(1);
+    const Outcome outcome = AgreeOnce(comm, flag, bounded, give_up);
+    if (outcome == Outcome::kTimedOut) return Agreement::kTimedOut;  // `flag` leaks
+    const int result = *flag;
+    delete flag;
+    if (outcome == Outcome::kFailed) return Agreement::kProcessFailed;
+    if (result == 1) return Agreement::kAllAlive;
+  }
+  return Agreement::kProcessFailed;
 }
 
 std::vector<int> LostProcesses(int mpi_error, MPI_Comm comm, double wait_seconds) {

@@ -50,7 +50,8 @@ int ShrinkToSurvivors(MPI_Comm comm, MPI_Comm* survivors);
 // the call. A plain success of another collective proves nothing under ULFM: one that
 // overlaps a failure can return success with a wrong result on some ranks. kTimedOut
 // after `timeout_seconds` (0: none) when some process, alive but frozen or cut off,
-// has not taken part; `comm` must not be used again then.
+// has not taken part; `comm` must not be used again then. A success whose result is
+// not the ranks' contribution (Open MPI 5.0.11, on every rank alike) is agreed again.
 enum class Agreement { kAllAlive, kProcessFailed, kTimedOut };
 Agreement AgreeEveryProcessAlive(MPI_Comm comm, double timeout_seconds);
 
