@@ -218,6 +218,12 @@ def test_recoveries_in_process_blacklist_the_lost_hosts_and_count_as_resets():
     assignment, num_proc = supervisor.recovered(assignment, watcher.recoveries[0])
     assert (assignment, num_proc) == ([("node1", 2), ("node3", 1)], 3)
     assert logged == ["blacklisting node2"] and supervisor.hosts.blacklist.hosts() == ["node2"]
+    # A worker on node2 that raised is what the job recovered from: when the job later
+    # ends after another loss, that raise is no failed worker of its own to count.
+    outcome = elastic_supervisor.JobOutcome(1, peer_lost=True, raised={2: ("node2", "ValueError: a bug")})
+    assert supervisor.unrecovered_raises(outcome) == {} and not supervisor.finished(outcome)
+    outcome.raised[4] = ("node3", "ValueError: a bug")
+    assert supervisor.unrecovered_raises(outcome) == {4: ("node3", "ValueError: a bug")}
     with pytest.raises(elastic_supervisor.ElasticError, match="reset 1 times .* exceeding --reset-limit 1"):
         supervisor.recovered(assignment, [("node1", 2)])
 

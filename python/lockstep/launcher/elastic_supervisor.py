@@ -240,6 +240,7 @@ class Supervisor:
         self.resets = 0
         self.committed = False  # some job made a commit: later ones must resume from one
         self.job_hosts, self.blacklisted_in_job = [], set()  # the current job's hosts, and those blacklisted
+        self.recovered_hosts = set()  # hosts whose lost ranks the current job recovered from in process
 
     def run(self):
         generation, previous = 0, None
@@ -257,9 +258,10 @@ class Supervisor:
             self.committed |= outcome.committed
             if self.finished(outcome):
                 return 0
-            self.blacklist(outcome.blamed | {host for host, _ in outcome.raised.values()})
+            raised = self.unrecovered_raises(outcome)
+            self.blacklist(outcome.blamed | {host for host, _ in raised.values()})
             lost = "a lost host" if outcome.peer_lost else "a change of hosts"
-            self.count_reset("a failed worker" if outcome.raised else lost)
+            self.count_reset("a failed worker" if raised else lost)
             previous, generation = assignment, generation + 1
 
     def finished(self, outcome):
@@ -273,14 +275,15 @@ class Supervisor:
                 f"training finished (rank 0 said so), but the job then ended with mpirun exit status "
                 f"{outcome.returncode}; not training again"
             )
-        if outcome.raised:
-            messages = [message for _, message in outcome.raised.values()]
+        raised = self.unrecovered_raises(outcome)
+        if raised:
+            messages = [message for _, message in raised.values()]
             # Every rank raises this one (they agreed on it), but the first to exit may end the others first.
             for message in messages:
                 if message.startswith(protocol.NO_COMMIT_ERROR):
                     raise ElasticError(f"the job cannot resume: {message}")
-            if {host for host, _ in outcome.raised.values()} >= set(self.job_hosts):
-                rank, (host, message) = min(outcome.raised.items())
+            if {host for host, _ in raised.values()} >= set(self.job_hosts):
+                rank, (host, message) = min(raised.items())
                 raise ElasticError(
                     f"the training script raised on every host of the job (rank {rank} on {host}: {message}); "
                     "a restart would fail the same way"
@@ -295,12 +298,19 @@ class Supervisor:
             )
         return False
 
+    def unrecovered_raises(self, outcome):
+        """The workers that raised in this job ({rank: (host, message)}), less those whose
+        loss the job already recovered from in process (counted and blacklisted then)."""
+        return {rank: raised for rank, raised in outcome.raised.items() if raised[0] not in self.recovered_hosts}
+
     def recovered(self, assignment, survivors):
         """The job went on in process on `survivors` ([(host, ranks)]): the hosts that
         lost ranks are blacklisted, as after a restart, and it counts as a reset. The
         job's assignment from now on is the survivors'."""
         left = dict(survivors)
-        self.blacklist({host for host, slots in assignment if left.get(host, 0) < slots})
+        lost = {host for host, slots in assignment if left.get(host, 0) < slots}
+        self.recovered_hosts |= lost
+        self.blacklist(lost)
         self.count_reset("a lost host")
         return survivors, sum(slots for _, slots in survivors)
 
@@ -355,6 +365,7 @@ class Supervisor:
         command, env = self.build_command(assignment, num_proc, env)
         self.log(f"generation {generation}: {num_proc} ranks on {_describe(assignment)}")
         self.job_hosts, self.blacklisted_in_job = [host for host, _ in assignment], set()
+        self.recovered_hosts = set()
         job = JobWatcher(command, env)
         try:
             self.watch(job, assignment, num_proc)
