@@ -68,11 +68,13 @@ class CheckReports:
         self.run, self.num_ranks = run, num_ranks
         self.collected, self.selected = list(collected), list(selected)
         self.results = {}  # name -> rank -> [reason, or None for ok]
-        for rank, status, name, reason in RESULT.findall(run.stdout):
+        # mpirun (Open MPI 4.1's above all) can join two ranks' reports on one line.
+        stdout = run.stdout.replace("LOCKSTEP-CHECK", "\nLOCKSTEP-CHECK")
+        for rank, status, name, reason in RESULT.findall(stdout):
             reports = self.results.setdefault(name, defaultdict(list))[int(rank)]
             reports.append(None if status == "ok" else reason or "(no reason given)")
         self.traces = defaultdict(list)  # (name, rank) -> lines
-        for rank, name, line in TRACE.findall(run.stdout):
+        for rank, name, line in TRACE.findall(stdout):
             self.traces[(name, int(rank))].append(line)
 
     def failure_of(self, name):

@@ -99,6 +99,13 @@ def test_a_job_that_fails_with_every_check_passed_fails_every_check():
     assert explained.failure_of("a") is None and "rank 1: FAILED: AssertionError: x" in explained.failure_of("b")
 
 
+def test_reports_that_mpirun_joined_on_one_line_count_for_each_rank():
+    # Open MPI 4.1's mpirun forwarded "...ok aLOCKSTEP-CHECK rank=1 ok a" as one line.
+    joined = _ok_lines("a", "b").replace("\nLOCKSTEP-CHECK rank=1 ok a", "LOCKSTEP-CHECK rank=1 ok a")
+    assert "ok aLOCKSTEP-CHECK rank=1" in joined
+    assert _reports(joined).failure_of("a") is None
+
+
 def test_a_check_reported_ok_and_failed_on_one_rank_fails():
     twice = _ok_lines("a", "b") + "\nLOCKSTEP-CHECK rank=0 FAILED a: round two"
     assert "rank 0: FAILED: round two" in _reports(twice, returncode=1).failure_of("a")

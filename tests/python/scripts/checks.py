@@ -84,5 +84,8 @@ def _rank():
 
 
 def _print(text):
-    print(text, flush=True)
+    # One write() for the text and its newline: mpirun forwards output at write
+    # granularity, and print() writes them apart, so two ranks' lines could be joined.
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
     sys.stderr.flush()
