@@ -2,6 +2,7 @@
 script's output, blacklisting with cool-down, waiting for --min-np slots, and a job
 that grows when the discovery script reports more slots (signal path, no namespaces)."""
 
+import os
 import re
 import subprocess
 import sys
@@ -215,8 +216,8 @@ def test_recoveries_in_process_blacklist_the_lost_hosts_and_count_as_resets():
     logged = []
     supervisor = elastic_supervisor.Supervisor(args, {}, None, log=logged.append)
     assignment = [("node1", 2), ("node2", 2), ("node3", 1)]
-    assignment, num_proc = supervisor.recovered(assignment, watcher.recoveries[0])
-    assert (assignment, num_proc) == ([("node1", 2), ("node3", 1)], 3)
+    assignment = supervisor.recovered(assignment, watcher.recoveries[0])
+    assert assignment == [("node1", 2), ("node3", 1)]
     assert logged == ["blacklisting node2"] and supervisor.hosts.blacklist.hosts() == ["node2"]
     # A worker on node2 that raised is what the job recovered from: when the job later
     # ends after another loss, that raise is no failed worker of its own to count.
@@ -226,6 +227,18 @@ def test_recoveries_in_process_blacklist_the_lost_hosts_and_count_as_resets():
     assert supervisor.unrecovered_raises(outcome) == {4: ("node3", "ValueError: a bug")}
     with pytest.raises(elastic_supervisor.ElasticError, match="reset 1 times .* exceeding --reset-limit 1"):
         supervisor.recovered(assignment, [("node1", 2)])
+
+    # Recoveries that a job reports just before it ends count all the same, even when
+    # training finished before the supervisor looked (CI: the job then ended with 0).
+    lines = [
+        report,
+        report.replace("3 ranks on node1:2,node3:1", "2 ranks on node1:2"),
+        "[lockstep-elastic] training finished",
+    ]
+    job = ["sh", "-c", "printf '%s\\n' " + " ".join(f"'{line}'" for line in lines)]
+    supervisor = elastic_supervisor.Supervisor(args, {}, lambda *_: (job, dict(os.environ)), log=logged.append)
+    with pytest.raises(elastic_supervisor.ElasticError, match="reset 1 times .* exceeding --reset-limit 1"):
+        supervisor.run_generation([("node1", 2), ("node2", 2), ("node3", 1)], 0)
 
 
 def test_reports_of_two_ranks_on_one_line_both_count():

@@ -312,7 +312,7 @@ class Supervisor:
         self.recovered_hosts |= lost
         self.blacklist(lost)
         self.count_reset("a lost host")
-        return survivors, sum(slots for _, slots in survivors)
+        return survivors
 
     def blacklist(self, hosts):
         for host in sorted(set(hosts) - self.blacklisted_in_job):  # once per job: cool-downs double
@@ -367,22 +367,33 @@ class Supervisor:
         self.job_hosts, self.blacklisted_in_job = [host for host, _ in assignment], set()
         self.recovered_hosts = set()
         job = JobWatcher(command, env)
+        self.live_assignment, self.recoveries_counted = assignment, 0
         try:
-            self.watch(job, assignment, num_proc)
+            self.watch(job)
         finally:
             job.stop()
-        return job.finish()
+        outcome = job.finish()
+        # A recovery reported just before the job ended counts too: whether the
+        # supervisor looked in between must not decide the reset limit.
+        self.count_recoveries(job)
+        return outcome
 
-    def watch(self, job, assignment, num_proc):
-        notified, recoveries = None, 0
+    def count_recoveries(self, job):
+        """Take the job's recoveries in process not counted yet (the survivors went on)."""
+        while self.recoveries_counted < len(job.recoveries):
+            self.live_assignment = self.recovered(self.live_assignment, job.recoveries[self.recoveries_counted])
+            self.recoveries_counted += 1
+
+    def watch(self, job):
+        notified = None
         while job.process.poll() is None:
             time.sleep(POLL_SECONDS)
             if job.first_exit_report is not None and time.monotonic() - job.first_exit_report > END_GRACE_SECONDS:
                 self.log("mpirun did not end after its ranks left; stopping it")
                 return
-            while recoveries < len(job.recoveries):  # the survivors went on in process
-                assignment, num_proc = self.recovered(assignment, job.recoveries[recoveries])
-                recoveries += 1
+            self.count_recoveries(job)
+            assignment = self.live_assignment
+            num_proc = sum(slots for _, slots in assignment)
             try:
                 self.hosts.refresh()
             except host_discovery.DiscoveryError as error:
