@@ -116,8 +116,12 @@ build: $(BUILD_DIR)/CMakeCache.txt
 # Each stage's time is logged as it ends and summed up at the end, so a CI log shows
 # where the time goes. Each stage's output is also kept in $(TEST_LOGS), and the end
 # of a failed stage's log is repeated after the summary: a CI log is often read from
-# its tail, which would otherwise show only the last stage.
+# its tail, which would otherwise show only the last stage. pytest's time for each test
+# goes to $(TEST_LOGS)/pytest.xml (JUnit XML), to see where the suite's time goes.
 TEST_LOGS := $(BUILD_DIR)/test-logs
+# Each C++ unit test is a process of its own (gtest_discover_tests), and starting them
+# was most of a ctest run's time: they run JOBS at a time.
+CTEST_ARGS := --output-on-failure -j$(JOBS)
 test: setup build
 	@status=0; summary=""; failed=""; mkdir -p $(TEST_LOGS); \
 	stage() { \
@@ -130,8 +134,9 @@ test: setup build
 	}; \
 	started_all=$$SECONDS; \
 	stage lint $(MAKE) lint; \
-	stage ctest ctest --test-dir $(BUILD_DIR) --output-on-failure; \
-	stage pytest $(PYTHON) -m pytest tests/python tests/gpu/no_device -v -rfE --timeout=300 --durations=25; \
+	stage ctest ctest --test-dir $(BUILD_DIR) $(CTEST_ARGS); \
+	stage pytest $(PYTHON) -m pytest tests/python tests/gpu/no_device -v -rfE --timeout=300 --durations=25 \
+	  --junitxml=$(TEST_LOGS)/pytest.xml; \
 	stage wheel-test $(MAKE) wheel-test; \
 	stage sanitize-asan $(MAKE) sanitize-asan; \
 	stage sanitize-tsan $(MAKE) sanitize-tsan; \

@@ -62,7 +62,7 @@ sanitize-asan: $(ASAN_DIR)/CMakeCache.txt
 	  case $$f in *.so|*/__pycache__) ;; *) ln -sfn $(abspath .)/$$f $(ASAN_DIR)/python/lockstep/ ;; esac; \
 	done
 	@status=0; \
-	$(ASAN_ENV) ctest --test-dir $(ASAN_DIR) --output-on-failure || status=1; \
+	$(ASAN_ENV) ctest --test-dir $(ASAN_DIR) $(CTEST_ARGS) || status=1; \
 	rm -rf $(ASAN_REPORTS) && mkdir -p $(ASAN_REPORTS); \
 	$(PYTHON_ASAN_ENV) LOCKSTEP_TEST_PACKAGE_ROOT=$(abspath $(ASAN_DIR))/python \
 	  $(PYTHON) -m pytest $(ASAN_PYTESTS) -k "$(ASAN_PYTEST_FILTER)" -v --timeout=300 || status=1; \
@@ -73,7 +73,7 @@ sanitize-asan: $(ASAN_DIR)/CMakeCache.txt
 sanitize-tsan: $(TSAN_DIR)/CMakeCache.txt
 	cmake --build $(TSAN_DIR) -j$(JOBS)
 	@status=0; \
-	$(TSAN_ENV) ctest --test-dir $(TSAN_DIR) --output-on-failure || status=1; \
+	$(TSAN_ENV) ctest --test-dir $(TSAN_DIR) $(CTEST_ARGS) || status=1; \
 	for np in 2 3; do \
 	  echo "ThreadSanitizer stress at $$np ranks"; \
 	  $(TSAN_ENV) OMPI_MCA_mpi_yield_when_idle=1 timeout 300 $(VENV)/bin/mpirun --oversubscribe --bind-to none \

@@ -50,6 +50,9 @@ POLL_SECONDS = 1.0
 # mpirun gets this long to end the job by itself; a host that is cut off can keep it
 # waiting for good.
 END_GRACE_SECONDS = 10.0
+# The grace once every rank has left or is on a host rank 0 found silent: what keeps
+# mpirun then is only the host it cannot reach.
+ACCOUNTED_END_GRACE_SECONDS = 2.0
 
 # Open MPI 5's prterun wraps the line after "exited on".
 _KILLED = re.compile(r"on node (\S+) exited on(?: signal|\s*$)")
@@ -96,6 +99,7 @@ class JobWatcher:
         # The machine names MPI reports (gethostname) -> the host list's names for them.
         self.aliases = {}
         self.first_exit_report = None
+        self.leaving = set()  # ranks that reported their exit, or end the job with MPI_Abort
         self._threads = [
             threading.Thread(target=self._read, args=(stream, echo), daemon=True)
             for stream, echo in ((self.process.stdout, sys.stdout), (self.process.stderr, sys.stderr))
@@ -160,13 +164,17 @@ class JobWatcher:
             else:
                 from_rank_0 = "as rank 0 found" in report or re.match(r"\s*rank 0 exits", report)
                 (self.verdicts if from_rank_0 else self.guesses).update(_BLAMED.findall(named))
-        if "exits (" in report and self.first_exit_report is None:
-            self.first_exit_report = time.monotonic()
+        exits = re.match(r"\s*rank (\d+) exits \(", report)
+        if exits:
+            self.leaving.add(int(exits.group(1)))
+            if self.first_exit_report is None:
+                self.first_exit_report = time.monotonic()
 
     def _note_watchdog(self, line, rank):
         """A rank's collective watchdog ends the job; the lock is held."""
         self.outcome.peer_lost = True
         self.aborting_ranks.add(rank)
+        self.leaving.add(rank)
         named = line.split("s): ", 1)[-1]
         if " did not respond" in named:
             hosts = set(_BLAMED.findall(named.split(" did not respond", 1)[0]))
@@ -174,6 +182,15 @@ class JobWatcher:
             (self.verdicts if from_rank_0 else self.guesses).update(hosts)
         if self.first_exit_report is None:
             self.first_exit_report = time.monotonic()
+
+    def end_grace(self, assignment):
+        """How long mpirun may take to end after the first rank left: short once every
+        rank has left or is on a host that rank 0 found silent."""
+        with self.lock:
+            silent = {self.aliases.get(host, host) for host in self.verdicts}
+            stranded = sum(slots for host, slots in assignment if host in silent)
+            everyone = len(self.leaving) + stranded >= sum(slots for _, slots in assignment)
+        return ACCOUNTED_END_GRACE_SECONDS if everyone else END_GRACE_SECONDS
 
     def all_ready(self, num_proc):
         """Whether every rank may be signalled: each said so, or rank 0 did for all (a
@@ -188,7 +205,7 @@ class JobWatcher:
     def stop(self):
         """End mpirun and everything it started here (SIGTERM, then SIGKILL)."""
         # Open MPI 5's prterun ignores SIGTERM while a daemon it cannot reach is left.
-        for signum, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 30)):
+        for signum, wait in ((signal.SIGTERM, 3), (signal.SIGKILL, 30)):
             if self.process.poll() is not None:
                 break
             try:
@@ -388,7 +405,9 @@ class Supervisor:
         notified = None
         while job.process.poll() is None:
             time.sleep(POLL_SECONDS)
-            if job.first_exit_report is not None and time.monotonic() - job.first_exit_report > END_GRACE_SECONDS:
+            if job.first_exit_report is not None and (
+                time.monotonic() - job.first_exit_report > job.end_grace(self.live_assignment)
+            ):
                 self.log("mpirun did not end after its ranks left; stopping it")
                 return
             self.count_recoveries(job)
