@@ -240,6 +240,19 @@ def test_recoveries_in_process_blacklist_the_lost_hosts_and_count_as_resets():
     with pytest.raises(elastic_supervisor.ElasticError, match="reset 1 times .* exceeding --reset-limit 1"):
         supervisor.run_generation([("node1", 2), ("node2", 2), ("node3", 1)], 0)
 
+    # A second loss that MPI reported to lockstep but that the job did not recover from
+    # (the job ended with exit status 1 first) is a lost host: node3 is blamed, and the
+    # recovered node2 is not blamed again.
+    lost = "[lockstep rank {}] error: lockstep stopped: rank {} on {} was lost (MPI reports the process failed)"
+    lines = [lost.format(0, 2, "node2"), report, lost.format(1, 4, "node3"), lost.format(0, 4, "node3")]
+    job = ["sh", "-c", "printf '%s\\n' " + " ".join(f"'{line}'" for line in lines) + "; exit 1"]
+    args.reset_limit = None
+    supervisor = elastic_supervisor.Supervisor(args, {}, lambda *_: (job, dict(os.environ)), log=logged.append)
+    outcome = supervisor.run_generation([("node1", 2), ("node2", 2), ("node3", 1)], 0)
+    assert outcome.peer_lost and outcome.blamed == {"node3"} and outcome.returncode == 1
+    assert supervisor.recovered_hosts == {"node2"} and supervisor.resets == 1
+    assert not supervisor.finished(outcome)
+
 
 def test_reports_of_two_ranks_on_one_line_both_count():
     """mpirun forwards output in pieces: a rank's report can land mid-line after

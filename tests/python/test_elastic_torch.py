@@ -104,14 +104,25 @@ def test_added_host_joins_at_the_next_commit_and_takes_its_share(elastic):
     assert share and int(share.group(1)) > 0, output
 
 
-def test_failures_beyond_the_reset_limit_end_the_job(elastic):
-    run = elastic(ALL_HOSTS, ("--min-np", "2", "--reset-limit", "1"), env=hold(1, generations=2))
-    run.wait_for_progress(size=5, commits=1)
-    assert kill_ranks(run.cluster, 2) == 1
+@pytest.mark.parametrize("first_failure", ["killed", "raised"])
+def test_failures_beyond_the_reset_limit_end_the_job(elastic, first_failure):
+    # The first failure is node3's rank killed, or a bug on it (it raises, as Horovod's
+    # workers may): its host is blacklisted and the job goes on without it. The second,
+    # node2's ranks killed, needs a reset beyond the limit.
+    env = hold(1, generations=2)
+    if first_failure == "raised":
+        env.update({"LOCKSTEP_TEST_RAISE_ON_RANKS": "4", "LOCKSTEP_TEST_RAISE_AT": "1"})
+    run = elastic(ALL_HOSTS, ("--min-np", "2", "--reset-limit", "1"), env=env)
+    if first_failure == "killed":
+        run.wait_for_progress(size=5, commits=1)
+        assert kill_ranks(run.cluster, 2) == 1
     run.wait_for_progress(size=4, commits=r"\d+")
     assert kill_ranks(run.cluster, 1) == 2
     code, output = run.finish()
     assert code != 0, output
+    if first_failure == "raised":
+        assert "rank 4 on node3 raised: ValueError: a bug on rank 4" in output, output
+    assert "blacklisting node3" in output, output
     assert (
         "the job has been reset 1 times and needs another reset after a lost host, exceeding --reset-limit 1" in output
     ), output

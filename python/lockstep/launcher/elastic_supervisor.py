@@ -63,6 +63,7 @@ _WATCHDOG = re.compile(r"\[lockstep rank (\d+)\] error: a collective has waited 
 _BLAMED = re.compile(r"ranks? [\d, ]+ on ([^\s;]+)")
 _RANKS_ON_HOST = re.compile(r"ranks? ([\d, ]+) on ([^\s;]+)")
 _MPI_REPORTED = "MPI reports the process failed"
+_LOCKSTEP_ERROR = re.compile(r"\[lockstep rank \d+\] error: ")
 
 
 class ElasticError(Exception):
@@ -100,6 +101,9 @@ class JobWatcher:
         self.aliases = {}
         self.first_exit_report = None
         self.leaving = set()  # ranks that reported their exit, or end the job with MPI_Abort
+        # [(ranks, host)] that lockstep on some rank found failed (ULFM), from its error
+        # lines: what ended a job whose recovery in process did not complete.
+        self.mpi_lost = []
         self._threads = [
             threading.Thread(target=self._read, args=(stream, echo), daemon=True)
             for stream, echo in ((self.process.stdout, sys.stdout), (self.process.stderr, sys.stderr))
@@ -119,6 +123,11 @@ class JobWatcher:
             if killed:
                 self.outcome.peer_lost = True
                 self.outcome.blamed.add(killed.group(1))
+            if _MPI_REPORTED in line and _LOCKSTEP_ERROR.search(line):
+                named = line.split(_MPI_REPORTED, 1)[0]
+                self.mpi_lost += [
+                    ({int(rank) for rank in ranks.split(",")}, host) for ranks, host in _RANKS_ON_HOST.findall(named)
+                ]
             watchdog = _WATCHDOG.search(line)
             if watchdog:
                 self._note_watchdog(line, int(watchdog.group(1)))
@@ -191,6 +200,12 @@ class JobWatcher:
             stranded = sum(slots for host, slots in assignment if host in silent)
             everyone = len(self.leaving) + stranded >= sum(slots for _, slots in assignment)
         return ACCOUNTED_END_GRACE_SECONDS if everyone else END_GRACE_SECONDS
+
+    def hosts_mpi_lost(self):
+        """The hosts (host list names) whose processes MPI reported failed to lockstep,
+        less ranks that ended the job themselves (MPI_Abort)."""
+        with self.lock:
+            return {self.aliases.get(host, host) for ranks, host in self.mpi_lost if not ranks <= self.aborting_ranks}
 
     def all_ready(self, num_proc):
         """Whether every rank may be signalled: each said so, or rank 0 did for all (a
@@ -393,6 +408,12 @@ class Supervisor:
         # A recovery reported just before the job ended counts too: whether the
         # supervisor looked in between must not decide the reset limit.
         self.count_recoveries(job)
+        # A loss that MPI reported but the job did not recover from (the recovery in
+        # process failed, or the job ended first): a lost host, as if mpirun had said so.
+        unrecovered = job.hosts_mpi_lost() - self.recovered_hosts
+        if unrecovered and not outcome.finished:
+            outcome.peer_lost = True
+            outcome.blamed |= unrecovered
         return outcome
 
     def count_recoveries(self, job):
