@@ -36,8 +36,10 @@ class SpecValidationTest : public ::testing::Test {
       ValidateSpec(spec, topology_, gpu_unavailable);
     } catch (const Error& error) {
       const std::string message = error.what();
-      if (message.find("'" + spec.name + "'") == std::string::npos ||
-          message.find(problem) == std::string::npos) {
+      // An op without a name is named by its kind alone ("allreduce: ...").
+      const std::string named =
+          spec.name.empty() ? std::string(OpTypeName(spec.op)) + ": " : "'" + spec.name + "'";
+      if (message.find(named) == std::string::npos || message.find(problem) == std::string::npos) {
         return ::testing::AssertionFailure() << "wrong message: " << message;
       }
       if (error.code() != code) {

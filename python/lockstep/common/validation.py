@@ -131,7 +131,8 @@ def check_op(
     spec.root_rank = root_rank
     spec.splits = list(splits)
     spec.process_set_id = ps
-    _core.check_op_arguments(spec, process_set_size(ps), basics.size(), shape is not None)
+    world_size = basics.size()  # first: NotInitializedError before init, as every op raises
+    _core.check_op_arguments(spec, process_set_size(ps), world_size, shape is not None)
 
 
 def check_root_rank(root_rank):
