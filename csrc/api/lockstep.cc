@@ -17,6 +17,7 @@
 #include "common/host_buffer_pool.h"
 #include "engine/engine.h"
 #include "submit/handle_table.h"
+#include "submit/spec_validation.h"
 
 namespace lockstep {
 namespace {
@@ -211,6 +212,10 @@ std::vector<Handle> Submit(std::vector<OpSpec> specs, SubmitOptions options) {
   }
   return engine->Enqueue(std::move(specs), options.grouped, std::move(options.done),
                          options.wake_background);
+}
+
+void CheckOpArguments(const OpSpec& spec, int set_size, int world_size, bool rank_known) {
+  ValidateArguments(spec, set_size, world_size, rank_known);
 }
 
 std::string AutoName(const std::string& kind, int32_t process_set_id) {

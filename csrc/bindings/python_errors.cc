@@ -14,6 +14,8 @@ struct ErrorTypes {
   PyObject* invalid = nullptr;
   PyObject* precondition = nullptr;
   PyObject* aborted = nullptr;
+  PyObject* unsupported = nullptr;
+  PyObject* unimplemented = nullptr;
 };
 ErrorTypes g_types;
 
@@ -30,7 +32,8 @@ PyObject* NewException(py::module_& m, const char* name, py::tuple bases, const 
 
 // lockstep::Error surfaces as LockstepError (a RuntimeError) or, by its code, a
 // subclass that is also the Python type Horovod raises in that situation, so code
-// written against Horovod catches it: InvalidArgumentError is also a ValueError.
+// written against Horovod catches it: InvalidArgumentError and UnsupportedOperationError
+// are also ValueErrors, UnimplementedError a NotImplementedError.
 void BindErrors(py::module_& m) {
   PyObject* base = NewException(m, "LockstepError", py::make_tuple(py::handle(PyExc_RuntimeError)),
                                 "A collective or argument failed; the message says why.");
@@ -42,7 +45,17 @@ void BindErrors(py::module_& m) {
                    "The ranks disagree about a collective (shape, dtype, op, ...).");
   PyObject* aborted = NewException(m, "AbortedError", py::make_tuple(py::handle(base)),
                                    "A collective failed across ranks or did not run.");
-  g_types = {base, invalid, precondition, aborted};
+  PyObject* unsupported = NewException(
+      m, "UnsupportedOperationError",
+      py::make_tuple(py::handle(base), py::handle(PyExc_ValueError)),
+      "A reduce op or argument combination the op does not support. Horovod reports some of "
+      "these from its core (a RuntimeError) and some from Python (a ValueError); this is both.");
+  PyObject* unimplemented =
+      NewException(m, "UnimplementedError",
+                   py::make_tuple(py::handle(base), py::handle(PyExc_NotImplementedError)),
+                   "What Horovod does not implement either and refuses with NotImplementedError, "
+                   "e.g. Adasum on a number of ranks that is not a power of 2.");
+  g_types = {base, invalid, precondition, aborted, unsupported, unimplemented};
   py::register_exception_translator([](std::exception_ptr thrown) {
     if (!thrown) return;
     try {
@@ -64,6 +77,12 @@ void SetPythonError(const Error& error) {
       break;
     case Status::Code::kAborted:
       type = g_types.aborted;
+      break;
+    case Status::Code::kUnsupported:
+      type = g_types.unsupported;
+      break;
+    case Status::Code::kUnimplemented:
+      type = g_types.unimplemented;
       break;
     default:
       break;

@@ -249,6 +249,10 @@ PYBIND11_MODULE(_core, m) {
   m.def("submit", &SubmitSpecs, py::arg("specs"), py::arg("grouped") = false,
         py::arg("wake_background") = true);
   m.def("run", &Run, py::arg("spec"), py::call_guard<py::gil_scoped_release>());
+  // The argument checks Submit and Run make, for a frontend that must refuse an op
+  // before it runs (lockstep.common.validation.check_op).
+  m.def("check_op_arguments", &CheckOpArguments, py::arg("spec"), py::arg("set_size"),
+        py::arg("world_size"), py::arg("rank_known") = true);
   BindSyncAllreduce(m);  // run_allreduce, set_allreduce_checks
   BindBatchOps(m);       // submit_allreduces, wait_all
   m.def(

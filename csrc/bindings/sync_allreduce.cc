@@ -5,9 +5,11 @@
 // allocated per call, overload resolution and casters, was about a third of the
 // core's share: callgrind counted ~6k of ~17k instructions per 4-byte op at one rank),
 // and decides itself whether the call is plain (a reduce op by its constant, no
-// scaling, a name or None). Anything else goes to the one Python checker the frontends
-// share (lockstep.common.dispatch registers it), which raises the errors every other
-// entry point raises, or returns the checked arguments.
+// scaling, a name or None). Anything else goes to the one Python converter the
+// frontends share (lockstep.common.dispatch registers it), which raises the TypeErrors
+// and ValueErrors of values Python cannot hand over, or returns the converted
+// arguments. Their values (Adasum's set size, bool reductions...) are checked by the
+// core's ValidateSpec in Run, as on every other entry point.
 #include "bindings/sync_allreduce.h"
 
 #include <cstdint>

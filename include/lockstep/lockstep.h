@@ -105,6 +105,16 @@ struct SubmitOptions {
 // (mismatch across ranks, stalls) arrive later, through Wait or the callback.
 std::vector<Handle> Submit(std::vector<OpSpec> specs, SubmitOptions options = {});
 
+// Checks an op's argument values as Submit and Run do (root rank, alltoall's splits,
+// a first dimension where the op needs one, the reduce op for the op, dtype and set
+// size), without submitting it or needing Init(): for a frontend that must refuse an
+// op before any rank runs it, e.g. while a TensorFlow graph is built. `set_size`: ranks
+// in the op's process set; `world_size`: all ranks (root_rank is a global rank). A
+// negative dimension is one not known yet, and `rank_known` false says the shape's
+// rank is not known either: the checks that need them are left for when the op runs.
+// Throws Error (kInvalidArgument, kUnsupported or kUnimplemented).
+void CheckOpArguments(const OpSpec& spec, int set_size, int world_size, bool rank_known = true);
+
 // The name for an unnamed op of `kind` ("allreduce", ...): a counter per kind and
 // process set, so ranks that submit their unnamed ops in the same order get the same
 // names. A completed join restarts the counters (ranks that joined early submitted

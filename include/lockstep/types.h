@@ -59,7 +59,19 @@ bool IsValidOpType(uint8_t raw);
 // Ok, or an error with a message meant for the user.
 class Status {
  public:
-  enum class Code : uint8_t { kOk = 0, kInvalidArgument, kPrecondition, kAborted, kInternal };
+  // kUnsupported: an argument combination an op does not support (Horovod raises
+  // ValueError or RuntimeError); kUnimplemented: one that Horovod, like lockstep, does
+  // not implement (NotImplementedError), e.g. Adasum on a set that is not a power of 2.
+  // Appended, so the older codes keep their values.
+  enum class Code : uint8_t {
+    kOk = 0,
+    kInvalidArgument,
+    kPrecondition,
+    kAborted,
+    kInternal,
+    kUnsupported,
+    kUnimplemented,
+  };
 
   Status() = default;
   static Status Ok() { return Status(); }

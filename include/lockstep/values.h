@@ -32,9 +32,8 @@ class Error : public std::runtime_error {
   Status::Code code_;
 };
 
-// What the core says when an argument check fails that the Python frontends also
-// make before submitting (lockstep._core exports these, and lockstep.common.ops raises
-// them): one text for both.
+// What the core says when a bool tensor is reduced in a way bools cannot be
+// (lockstep._core exports these texts, for tests that look for them).
 inline constexpr char kBoolAverageError[] =
     "Average is not defined for bool tensors; use Sum/Max (any) or Min/Product (all)";
 inline constexpr char kBoolScaleError[] =

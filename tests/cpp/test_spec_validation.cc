@@ -2,6 +2,7 @@
 // problem; valid specs of every kind pass; RequestFromSpec copies what it should.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,20 +27,33 @@ class SpecValidationTest : public ::testing::Test {
     return spec;
   }
 
-  // The message of the Error ValidateSpec throws, or a failure if it does not throw.
+  // The message of the Error ValidateSpec throws, or a failure if it does not throw or
+  // throws it with another code.
   ::testing::AssertionResult Rejects(const OpSpec& spec, const std::string& problem,
-                                     const std::string& gpu_unavailable = "no GPU here") {
+                                     const std::string& gpu_unavailable = "no GPU here",
+                                     Status::Code code = Status::Code::kInvalidArgument) {
     try {
       ValidateSpec(spec, topology_, gpu_unavailable);
     } catch (const Error& error) {
       const std::string message = error.what();
-      if (message.find("'" + spec.name + "'") != std::string::npos &&
-          message.find(problem) != std::string::npos) {
-        return ::testing::AssertionSuccess();
+      // An op without a name is named by its kind alone ("allreduce: ...").
+      const std::string named =
+          spec.name.empty() ? std::string(OpTypeName(spec.op)) + ": " : "'" + spec.name + "'";
+      if (message.find(named) == std::string::npos || message.find(problem) == std::string::npos) {
+        return ::testing::AssertionFailure() << "wrong message: " << message;
       }
-      return ::testing::AssertionFailure() << "wrong message: " << message;
+      if (error.code() != code) {
+        return ::testing::AssertionFailure()
+               << "wrong code " << static_cast<int>(error.code()) << " for: " << message;
+      }
+      return ::testing::AssertionSuccess();
     }
     return ::testing::AssertionFailure() << "accepted, expected '" << problem << "'";
+  }
+
+  ::testing::AssertionResult RejectsAs(Status::Code code, const OpSpec& spec,
+                                       const std::string& problem) {
+    return Rejects(spec, problem, "no GPU here", code);
   }
 
   ::testing::AssertionResult Accepts(const OpSpec& spec,
@@ -163,13 +177,18 @@ TEST_F(SpecValidationTest, RejectsUnknownEnums) {
 }
 
 TEST_F(SpecValidationTest, RejectsUnsupportedReductions) {
+  // kUnsupported: Python's UnsupportedOperationError, a ValueError and a RuntimeError.
   OpSpec adasum = Valid(OpType::kReducescatter);
   adasum.reduce_op = ReduceOp::kAdasum;
-  EXPECT_TRUE(Rejects(adasum, "Adasum reduce op applies to allreduce only"));
+  EXPECT_TRUE(RejectsAs(Status::Code::kUnsupported, adasum,
+                        "reduce op Adasum is not supported (Adasum is for allreduce only); "
+                        "reducescatter takes Average (0) or Sum (1)"));
   for (ReduceOp reduce : {ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
     OpSpec spec = Valid(OpType::kReducescatter);
     spec.reduce_op = reduce;
-    EXPECT_TRUE(Rejects(spec, "reducescatter supports only Sum and Average"))
+    EXPECT_TRUE(RejectsAs(Status::Code::kUnsupported, spec,
+                          std::string("reduce op ") + ReduceOpName(reduce) +
+                              " is not supported; reducescatter takes Average (0) or Sum (1)"))
         << ReduceOpName(reduce);
   }
 }
@@ -188,7 +207,14 @@ TEST_F(SpecValidationTest, AdasumNeedsFloatsAndAPowerOfTwoOfRanks) {
   }
   spec.dtype = DataType::kFloat32;
   topology_.size = 3;
-  EXPECT_TRUE(Rejects(spec, "power-of-2 number of ranks, but there are 3"));
+  // kUnimplemented: Python's NotImplementedError, as Horovod raises.
+  EXPECT_TRUE(RejectsAs(Status::Code::kUnimplemented, spec,
+                        "Adasum needs a power-of-2 number of ranks; there are 3 ranks"));
+  spec.process_set_id = 2;  // the set's size counts (the engine passes the set's topology)
+  EXPECT_TRUE(RejectsAs(Status::Code::kUnimplemented, spec,
+                        "Adasum needs a power-of-2 number of ranks; process set 2 has 3 ranks"));
+  topology_.size = 1;
+  EXPECT_TRUE(Accepts(spec));
 }
 
 TEST_F(SpecValidationTest, RejectsBoolAverageAndScaling) {
@@ -209,22 +235,69 @@ TEST_F(SpecValidationTest, RejectsBoolAverageAndScaling) {
 TEST_F(SpecValidationTest, RejectsBroadcastRootOutsideTheWorld) {
   OpSpec spec = Valid(OpType::kBroadcast);
   spec.root_rank = -1;
-  EXPECT_TRUE(Rejects(spec, "root rank -1 is outside [0, 4)"));
+  EXPECT_TRUE(Rejects(spec, "root_rank -1 is out of range: there are 4 ranks (0..3)"));
   spec.root_rank = 4;
-  EXPECT_TRUE(Rejects(spec, "root rank 4 is outside [0, 4)"));
+  EXPECT_TRUE(Rejects(spec, "root_rank 4 is out of range: there are 4 ranks (0..3)"));
 }
 
 TEST_F(SpecValidationTest, RejectsBadAlltoallSplits) {
   OpSpec spec = Valid(OpType::kAlltoall);
   spec.splits = {4, 4};
-  EXPECT_TRUE(Rejects(spec, "splits has 2 entries but there are 4 ranks"));
+  EXPECT_TRUE(Rejects(spec, "splits has 2 entries but there are 4 ranks; give one per rank"));
   spec.splits = {10, -2, 0, 0};
-  EXPECT_TRUE(Rejects(spec, "splits must be non-negative"));
+  EXPECT_TRUE(Rejects(spec, "splits must be non-negative, got [10, -2, 0, 0]"));
   spec.splits = {1, 1, 1, 1};
-  EXPECT_TRUE(Rejects(spec, "splits sum to 4 but the first dimension is 8"));
+  EXPECT_TRUE(Rejects(spec, "splits [1, 1, 1, 1] sum to 4 but the tensor's first dimension is 8"));
+  spec.splits = {INT64_MAX, 1, 0, 0};
+  EXPECT_TRUE(Rejects(spec, "sum to more than 2^63"));
   spec.splits = {};
   spec.shape = {7, 2};
-  EXPECT_TRUE(Rejects(spec, "first dimension 7 is not divisible by 4 ranks"));
+  EXPECT_TRUE(Rejects(spec,
+                      "without splits the first dimension must be divisible by the number of "
+                      "ranks, but 7 is not (there are 4 ranks); pass splits= for an uneven split"));
+  spec.process_set_id = 3;
+  spec.splits = {7};
+  EXPECT_TRUE(Rejects(spec, "splits has 1 entry but process set 3 has 4 ranks"));
+}
+
+// What a frontend checks before the op runs (a TensorFlow graph being built): the same
+// checks, against the set's size, with the root rank a global rank, and shapes that
+// may be partly unknown.
+TEST_F(SpecValidationTest, ArgumentsAloneAreCheckedTheSameWay) {
+  OpSpec spec;  // no name, no memory
+  spec.op = OpType::kBroadcast;
+  spec.root_rank = 5;
+  try {
+    ValidateArguments(spec, /*set_size=*/2, /*world_size=*/4);
+    ADD_FAILURE() << "root rank 5 of 4 accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "broadcast: root_rank 5 is out of range: there are 4 ranks (0..3)");
+    EXPECT_EQ(error.code(), Status::Code::kInvalidArgument);
+  }
+  spec.root_rank = 3;  // a global rank: the set of 2 does not limit it here
+  EXPECT_NO_THROW(ValidateArguments(spec, 2, 4));
+
+  spec = OpSpec();
+  spec.op = OpType::kAllreduce;
+  spec.reduce_op = ReduceOp::kAdasum;
+  spec.process_set_id = 1;
+  EXPECT_NO_THROW(ValidateArguments(spec, 2, 3));  // the set's size counts, not the world's
+  EXPECT_THROW(ValidateArguments(spec, 3, 4), Error);
+
+  spec = OpSpec();
+  spec.op = OpType::kAlltoall;
+  spec.shape = {-1, 3};  // rows not known yet: the row checks wait for the op to run
+  EXPECT_NO_THROW(ValidateArguments(spec, 4, 4));
+  spec.splits = {1, 2, 3, 4};
+  EXPECT_NO_THROW(ValidateArguments(spec, 4, 4));
+  spec.splits = {1, 2, 3};  // but the count is known
+  EXPECT_THROW(ValidateArguments(spec, 4, 4), Error);
+
+  spec = OpSpec();
+  spec.op = OpType::kAllgather;
+  EXPECT_THROW(ValidateArguments(spec, 4, 4), Error);  // a 0-d tensor
+  EXPECT_NO_THROW(ValidateArguments(spec, 4, 4, /*rank_known=*/false));
 }
 
 TEST_F(SpecValidationTest, RejectsGpuTensorsWithoutAGpuBackend) {

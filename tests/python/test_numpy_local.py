@@ -137,25 +137,66 @@ def test_reduce_op_restricted_to_what_the_op_supports():
             to_core_reduce_op(hvd.Adasum, (hvd.Average, hvd.Sum), "reducescatter")
 
 
-def test_splits_validation():
-    assert validation.check_splits(np.array([2, 0, 1]), 3, 3) == [2, 0, 1]
-    assert validation.check_splits((1, 1), 2, 2) == [1, 1]
-    with pytest.raises(ValueError, match="3 ranks"):
-        validation.check_splits([1, 1], 3, 2)
-    with pytest.raises(ValueError, match="sum to 2"):
-        validation.check_splits([1, 1], 2, 3)
-    with pytest.raises(ValueError, match="non-negative"):
-        validation.check_splits([3, -1], 2, 2)
+def core_check(op, shape=(8,), set_size=4, world_size=4, **fields):
+    """The core's argument checks (lockstep.common.validation.check_op's), which need no
+    running core, on a float32 spec of `op` with `fields` set."""
+    spec = _core.OpSpec()
+    spec.op = op
+    spec.shape = list(shape)
+    spec.reduce_op = _core.ReduceOp.SUM
+    for field, value in fields.items():
+        setattr(spec, field, value)
+    _core.check_op_arguments(spec, set_size, world_size)
+
+
+def test_splits_conversion_and_the_cores_checks():
+    assert validation.as_splits(np.array([2, 0, 1])) == [2, 0, 1]
+    assert validation.as_splits((1, 1)) == [1, 1]
     with pytest.raises(TypeError, match="splits"):
-        validation.check_splits("ab", 2, 2)
+        validation.as_splits("ab")
+    with pytest.raises(TypeError, match="splits"):
+        validation.as_splits([1.5])
     with pytest.raises(ValueError, match="one-dimensional"):
-        validation.check_splits(np.ones((2, 1), int), 2, 2)
+        validation.as_splits(np.ones((2, 1), int))
+    with pytest.raises(ValueError, match="64-bit"):
+        validation.as_splits([2**70])
+    alltoall = _core.OpType.ALLTOALL
+    core_check(alltoall, shape=(3,), set_size=3, splits=[2, 0, 1])
+    with pytest.raises(ValueError, match="there are 3 ranks; give one per rank"):
+        core_check(alltoall, shape=(2,), set_size=3, world_size=3, splits=[1, 1])
+    with pytest.raises(ValueError, match=r"splits \[1, 1\] sum to 2 but the tensor's first dimension is 3"):
+        core_check(alltoall, shape=(3,), set_size=2, splits=[1, 1])
+    with pytest.raises(ValueError, match="non-negative"):
+        core_check(alltoall, shape=(2,), set_size=2, splits=[3, -1])
+    with pytest.raises(ValueError, match="divisible"):
+        core_check(alltoall, shape=(3,), set_size=2)
+
+
+def test_reductions_refused_with_horovods_types():
+    # Horovod's core refuses Adasum for reducescatter with a RuntimeError; a ValueError
+    # is what the other refusals raise: lockstep's error is both.
+    for horovod_type in (ValueError, RuntimeError, hvd.UnsupportedOperationError):
+        with pytest.raises(horovod_type, match="reduce op Adasum is not supported"):
+            core_check(_core.OpType.REDUCESCATTER, reduce_op=_core.ReduceOp.ADASUM)
+    with pytest.raises(hvd.UnsupportedOperationError, match="reducescatter takes Average"):
+        core_check(_core.OpType.REDUCESCATTER, reduce_op=_core.ReduceOp.MAX)
+    # Horovod raises NotImplementedError for Adasum on a set that is not a power of 2.
+    with pytest.raises(NotImplementedError, match="power-of-2 number of ranks; process set 1 has 3 ranks"):
+        core_check(_core.OpType.ALLREDUCE, reduce_op=_core.ReduceOp.ADASUM, set_size=3, process_set_id=1)
+    core_check(_core.OpType.ALLREDUCE, reduce_op=_core.ReduceOp.ADASUM, set_size=2, process_set_id=1)
+    with pytest.raises(ValueError, match="Average is not defined for bool"):
+        core_check(_core.OpType.ALLREDUCE, dtype=_core.DataType.BOOL, reduce_op=_core.ReduceOp.AVERAGE)
 
 
 def test_scalar_arguments_validation():
-    assert validation.check_root_rank(np.int32(1), 2) == 1
-    with pytest.raises(ValueError, match="out of range"):
-        validation.check_root_rank(2, 2)
+    assert validation.as_root_rank(np.int32(1)) == 1
+    with pytest.raises(TypeError, match="root_rank"):
+        validation.as_root_rank(1.0)
+    with pytest.raises(ValueError, match="root_rank .* 32-bit"):
+        validation.as_root_rank(2**40)
+    core_check(_core.OpType.BROADCAST, root_rank=1, set_size=2, world_size=2)
+    with pytest.raises(ValueError, match=r"root_rank 2 is out of range: there are 2 ranks \(0..1\)"):
+        core_check(_core.OpType.BROADCAST, root_rank=2, set_size=2, world_size=2)
     assert validation.as_scale_factor(2, "prescale_factor") == 2.0
     with pytest.raises(TypeError, match="prescale_factor"):
         validation.as_scale_factor(None, "prescale_factor")
@@ -282,6 +323,8 @@ def test_error_types_are_horovods():
     assert issubclass(hvd.LockstepError, RuntimeError) and hvd.HorovodInternalError is hvd.LockstepError
     for cls in (hvd.InvalidArgumentError, hvd.UnsupportedOperationError):
         assert issubclass(cls, ValueError) and issubclass(cls, hvd.LockstepError), cls.__mro__
+    assert issubclass(_core.UnimplementedError, NotImplementedError)
+    assert issubclass(_core.UnimplementedError, hvd.LockstepError)
     for cls in (hvd.PreconditionError, hvd.AbortedError):
         assert issubclass(cls, hvd.LockstepError) and not issubclass(cls, ValueError), cls.__mro__
     # tf.function re-raises only errors whose __init__ is Exception's with their own type.
@@ -291,6 +334,7 @@ def test_error_types_are_horovods():
         hvd.PreconditionError,
         hvd.AbortedError,
         hvd.UnsupportedOperationError,
+        _core.UnimplementedError,
     ):
         assert cls.__init__ is Exception.__init__, cls
         assert str(cls("message")) == "message"
@@ -299,4 +343,4 @@ def test_error_types_are_horovods():
 def test_scalars_are_refused_with_horovods_types():
     for horovod_type in (ValueError, RuntimeError):
         with pytest.raises(horovod_type, match="at least one dimension"):
-            validation.check_has_first_dim((), "reducescatter")
+            core_check(_core.OpType.REDUCESCATTER, shape=())

@@ -51,7 +51,10 @@ bool ToCoreDataType(ffi::DataType type, DataType* out) {
 ffi::ErrorCode ToFfiCode(Status::Code code) {
   switch (code) {
     case Status::Code::kInvalidArgument:
+    case Status::Code::kUnsupported:
       return ffi::ErrorCode::kInvalidArgument;
+    case Status::Code::kUnimplemented:
+      return ffi::ErrorCode::kUnimplemented;
     case Status::Code::kPrecondition:
       return ffi::ErrorCode::kFailedPrecondition;
     case Status::Code::kAborted:

@@ -85,6 +85,10 @@ absl::Status ToTfStatus(const Status& status) {
       return absl::FailedPreconditionError(status.message());
     case Status::Code::kAborted:
       return absl::AbortedError(status.message());
+    case Status::Code::kUnsupported:
+      return absl::InvalidArgumentError(status.message());
+    case Status::Code::kUnimplemented:
+      return absl::UnimplementedError(status.message());
     case Status::Code::kInternal:
       break;
   }

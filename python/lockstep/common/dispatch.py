@@ -10,8 +10,7 @@ from typing import Any, NamedTuple, Tuple
 
 from lockstep.common import basics, validation
 from lockstep.common.handles import PendingOp
-from lockstep.common.ops import ALLREDUCE_OPS, REDUCESCATTER_OPS, Average, checked_reduction
-from lockstep.common.process_sets import process_set_size
+from lockstep.common.ops import Average, reduction_args
 
 
 # NamedTuples rather than dataclasses: they are built on every op, and are several
@@ -62,7 +61,7 @@ class OpDispatcher:
 
     def allreduce(self, tensor, output, scaling, name, finish, ps=0):
         self._require_initialized()
-        reduce_op, prescale, postscale = self._reduction_args(tensor.dtype, scaling, ALLREDUCE_OPS, "allreduce", ps)
+        reduce_op, prescale, postscale = self._reduction_args(scaling, "allreduce")
         # One member tuple rather than an OpSpec: this runs once per gradient every step.
         name = self._name("allreduce", name, ps)
         member = (name, tensor.dtype, tensor.shape, tensor.address, output.address, tensor.device, tensor.stream)
@@ -118,11 +117,10 @@ class OpDispatcher:
     def _checked_allreduce_args(self, dtype, op, prescale, postscale, name, ps):
         """(core reduce op, prescale, postscale, name) of a synchronous allreduce whose
         arguments the core did not find plain (lockstep._core.run_allreduce calls this),
-        checked as every other reduction is checked, or the error that says what is wrong."""
+        converted as every other reduction's are (the core checks their values when it
+        runs the op), or the error that says what is wrong."""
         self._require_initialized()
-        reduce_op, prescale, postscale = self._reduction_args(
-            dtype, Scaling(op, prescale, postscale), ALLREDUCE_OPS, "allreduce", ps
-        )
+        reduce_op, prescale, postscale = self._reduction_args(Scaling(op, prescale, postscale), "allreduce")
         return reduce_op, prescale, postscale, self._name("allreduce", name, ps)
 
     def grouped_allreduce(self, tensors, outputs, scaling, name, finish, ps=0):
@@ -136,7 +134,6 @@ class OpDispatcher:
 
     def allgather(self, tensor, name, finish, ps=0):
         self._require_initialized()
-        validation.check_has_first_dim(tensor.shape, "allgather")
         spec = self._tensor_spec(self._core.OpType.ALLGATHER, tensor, ps)
         spec.name = self._name("allgather", name, ps)
         return self._submit([spec], lambda results: finish(results[0]), (tensor.owner,))
@@ -144,27 +141,22 @@ class OpDispatcher:
     def broadcast(self, tensor, output, root_rank, name, finish, ps=0):
         self._require_initialized()
         spec = self._tensor_spec(self._core.OpType.BROADCAST, tensor, ps)
-        spec.root_rank = validation.check_root_rank(root_rank, self._core.size())
+        spec.root_rank = validation.as_root_rank(root_rank)
         spec.output = output.address
         spec.name = self._name("broadcast", name, ps)
         return self._submit([spec], lambda results: finish(results[0]), (tensor.owner, output.owner))
 
     def alltoall(self, tensor, splits, name, finish, ps=0):
         self._require_initialized()
-        validation.check_has_first_dim(tensor.shape, "alltoall")
-        set_size = process_set_size(ps)
         spec = self._tensor_spec(self._core.OpType.ALLTOALL, tensor, ps)
-        if splits is None:
-            validation.check_even_split(tensor.shape[0], set_size)
-        else:
-            spec.splits = validation.check_splits(splits, set_size, tensor.shape[0])
+        if splits is not None:
+            spec.splits = validation.as_splits(splits)
         spec.name = self._name("alltoall", name, ps)
         return self._submit([spec], lambda results: finish(results[0]), (tensor.owner,))
 
     def reducescatter(self, tensor, scaling, name, finish, ps=0):
         self._require_initialized()
-        validation.check_has_first_dim(tensor.shape, "reducescatter")
-        spec = self._reduction_spec(self._core.OpType.REDUCESCATTER, tensor, scaling, REDUCESCATTER_OPS, ps)
+        spec = self._reduction_spec(self._core.OpType.REDUCESCATTER, tensor, scaling, ps)
         spec.name = self._name("reducescatter", name, ps)
         return self._submit([spec], lambda results: finish(results[0]), (tensor.owner,))
 
@@ -178,10 +170,9 @@ class OpDispatcher:
         """Reducescatters negotiated as a unit, sharing one op and scaling."""
         self._require_initialized()
         specs = self._group_specs(self._core.OpType.REDUCESCATTER, tensors, name, "grouped_reducescatter", ps)
-        for spec, tensor in zip(specs, tensors):
-            spec.reduce_op, spec.prescale, spec.postscale = self._reduction_args(
-                tensor.dtype, scaling, REDUCESCATTER_OPS, "reducescatter", ps
-            )
+        reduction = self._reduction_args(scaling, "reducescatter")
+        for spec in specs:
+            spec.reduce_op, spec.prescale, spec.postscale = reduction
         return self._submit(specs, finish, tuple(t.owner for t in tensors), grouped=True)
 
     def barrier(self, ps=0):
@@ -287,7 +278,6 @@ class OpDispatcher:
         base = self._name(kind, name, ps)
         specs = []
         for index, tensor in enumerate(tensors):
-            validation.check_has_first_dim(tensor.shape, f"{kind} (tensors[{index}])")
             spec = self._tensor_spec(op_type, tensor, ps)
             spec.name = f"{base}.{index}"
             specs.append(spec)
@@ -305,24 +295,16 @@ class OpDispatcher:
             spec.stream = tensor.stream
         return spec
 
-    def _reduction_spec(self, op_type, tensor, scaling, allowed_ops, ps):
+    def _reduction_spec(self, op_type, tensor, scaling, ps):
         spec = self._tensor_spec(op_type, tensor, ps)
-        spec.reduce_op, spec.prescale, spec.postscale = self._reduction_args(
-            tensor.dtype, scaling, allowed_ops, op_type.name.lower(), ps
-        )
+        spec.reduce_op, spec.prescale, spec.postscale = self._reduction_args(scaling, op_type.name.lower())
         return spec
 
-    def _reduction_args(self, dtype, scaling, allowed_ops, op_kind, ps=0):
-        """(core reduce op, prescale, postscale), checked for the op kind and dtype."""
-        return checked_reduction(
-            scaling.op,
-            scaling.prescale,
-            scaling.postscale,
-            allowed_ops,
-            op_kind,
-            lambda: process_set_size(ps),
-            dtype is self._core.DataType.BOOL,
-        )
+    @staticmethod
+    def _reduction_args(scaling, op_kind):
+        """(core reduce op, prescale, postscale) in the core's types; the core checks
+        them for the op, the dtype and the process set when the op is submitted."""
+        return reduction_args(scaling.op, scaling.prescale, scaling.postscale, op_kind)
 
     def _allreduces(self, tensors, outputs, scaling, names, finish, ps, wake_background=True, grouped=False):
         """Allreduces sharing one op and scaling, in one call into the core."""
@@ -338,10 +320,7 @@ class OpDispatcher:
     def _submit_allreduces(self, members, owners, scaling, finish, ps, wake_background, grouped):
         """members: the core's (name, dtype, shape, input address, output address,
         device, stream) per allreduce; owners: what keeps their memory alive."""
-        is_bool = any(member[1] is self._core.DataType.BOOL for member in members)
-        reduce_op, prescale, postscale = self._reduction_args(
-            self._core.DataType.BOOL if is_bool else None, scaling, ALLREDUCE_OPS, "allreduce", ps
-        )
+        reduce_op, prescale, postscale = self._reduction_args(scaling, "allreduce")
         core_handles = self._core.submit_allreduces(
             members, reduce_op, prescale, postscale, ps, wake_background, grouped
         )

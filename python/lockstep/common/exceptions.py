@@ -5,6 +5,8 @@ the kind of failure so that code written against Horovod catches what it expects
 
   InvalidArgumentError  also a ValueError: a bad argument the core detects, e.g. a
                         name submitted again while its collective is in flight
+  UnsupportedOperationError  also a ValueError: a reduce op the op does not support
+  UnimplementedError    also a NotImplementedError: e.g. Adasum on 3 ranks
   PreconditionError     the ranks disagree about a collective
   AbortedError          a collective failed, or did not run (shutdown, a rank left)
 """
@@ -15,6 +17,13 @@ LockstepError = _core.LockstepError
 InvalidArgumentError = _core.InvalidArgumentError
 PreconditionError = _core.PreconditionError
 AbortedError = _core.AbortedError
+# A reduce op or argument combination the op does not support. Horovod reports some of
+# these from its core (a RuntimeError) and some from Python (a ValueError); this is
+# both, so either `except` clause catches it.
+UnsupportedOperationError = _core.UnsupportedOperationError
+# What Horovod refuses with NotImplementedError (Adasum on a number of ranks that is not
+# a power of 2); also a LockstepError, as the core raises it.
+UnimplementedError = _core.UnimplementedError
 
 # Ported Horovod scripts catch this name around their training loops.
 HorovodInternalError = LockstepError
@@ -33,14 +42,6 @@ class NotInitializedError(LockstepError, ValueError):
         super().__init__(message or NOT_INITIALIZED_MESSAGE)
 
 
-class UnsupportedOperationError(LockstepError, ValueError):
-    """A reduce op or argument combination the op does not support.
-
-    Horovod reports some of these from its core (a RuntimeError) and some from
-    Python (a ValueError); this is both, so either `except` clause catches it.
-    """
-
-
 class OptimizerUsageError(RuntimeError, AssertionError):
     """A DistributedOptimizer used out of order (zero_grad() while gradients are being
     reduced, too many backward passes before step()). Horovod raises AssertionError
@@ -56,5 +57,12 @@ def _keep_type_inside_tf_function(cls):
     return cls
 
 
-for _cls in (LockstepError, InvalidArgumentError, PreconditionError, AbortedError, UnsupportedOperationError):
+for _cls in (
+    LockstepError,
+    InvalidArgumentError,
+    PreconditionError,
+    AbortedError,
+    UnsupportedOperationError,
+    UnimplementedError,
+):
     _keep_type_inside_tf_function(_cls)

@@ -26,15 +26,14 @@ _CORE_REDUCE_OPS = {
     Product: _core.ReduceOp.PRODUCT,
 }
 
-# The reduce ops each kind of reduction accepts: the one list every frontend checks.
+# Every reduce op; which of them an op, a dtype and a set size allow is the core's
+# check (validation.check_op).
 ALLREDUCE_OPS = (Average, Sum, Adasum, Min, Max, Product)
-REDUCESCATTER_OPS = (Average, Sum)
 # Linear reductions: their gradient is the same reduction of the cotangents, and
 # they are what gradient averaging (optimizers, tapes, sparse gathers) accepts.
 LINEAR_OPS = (Average, Sum)
 
-# The core's own texts (include/lockstep/values.h), which it raises for what reaches it
-# unchecked (e.g. from a jitted JAX function).
+# The core's own texts (include/lockstep/values.h), which it raises for bool tensors.
 BOOL_AVERAGE_ERROR = _core.BOOL_AVERAGE_ERROR
 BOOL_SCALE_ERROR = _core.BOOL_SCALE_ERROR
 
@@ -96,29 +95,12 @@ def check_linear_op(op, what):
     return int(to_core_reduce_op(op, LINEAR_OPS, what))
 
 
-def check_adasum_world(size):
-    """Adasum combines ranks pairwise, level by level, so (as in Horovod) it needs a
-    power-of-2 number of ranks; NotImplementedError otherwise, Horovod's type."""
-    if size & (size - 1):
-        raise NotImplementedError(f"Adasum needs a power-of-2 number of ranks; this job has {size}")
-
-
-def checked_reduction(op, prescale, postscale, allowed, op_kind, set_size, is_bool):
-    """(core reduce op, prescale, postscale) of a reduction, checked as every frontend
-    checks it: `op` among `allowed`, Adasum on a power-of-2 set, float factors, and
-    neither Average nor scaling for bool tensors. `set_size()` is called only for
-    Adasum (it may cost a lookup)."""
-    reduce_op = to_core_reduce_op(op, allowed, op_kind)
-    if reduce_op is _core.ReduceOp.ADASUM:  # `is`: pybind11 enum == costs about 1 us
-        check_adasum_world(set_size())
-    prescale = as_scale_factor(prescale, "prescale_factor")
-    postscale = as_scale_factor(postscale, "postscale_factor")
-    if is_bool:
-        if reduce_op is _core.ReduceOp.AVERAGE:
-            raise ValueError(BOOL_AVERAGE_ERROR)
-        if prescale != 1.0 or postscale != 1.0:
-            raise ValueError(BOOL_SCALE_ERROR)
-    return reduce_op, prescale, postscale
+def reduction_args(op, prescale, postscale, op_kind="this op"):
+    """(core reduce op, prescale, postscale) of a reduction, converted to the core's
+    types: TypeError or ValueError for what is not a reduce op or a finite real factor.
+    Whether the op, its dtype and its process set allow them is the core's check."""
+    reduce_op = to_core_reduce_op(op, op_kind=op_kind)
+    return reduce_op, as_scale_factor(prescale, "prescale_factor"), as_scale_factor(postscale, "postscale_factor")
 
 
 def _describe(names):

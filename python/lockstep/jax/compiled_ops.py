@@ -66,15 +66,33 @@ def call(
     target = ffi_library.ensure_registered()
     if set_id != 0:
         rank_and_size(set_id)  # a set this rank is not in fails while tracing, not when run
-    core_op = int(to_core_reduce_op(reduce_op, allowed_ops, kind)) if allowed_ops else 0
+    core_op = to_core_reduce_op(reduce_op, allowed_ops, kind) if allowed_ops else _core.ReduceOp.AVERAGE
+    prescale = validation.as_scale_factor(prescale, "prescale_factor")
+    postscale = validation.as_scale_factor(postscale, "postscale_factor")
+    splits = np.asarray(splits, np.int64)
+    # The core's own checks, while tracing: a mistake is reported where it is written,
+    # not by every run of the compiled program.
+    for x in inputs:
+        validation.check_op(
+            op_type,
+            x.shape,
+            validation.core_dtype(x.dtype),
+            reduce_op=core_op,
+            prescale=prescale,
+            postscale=postscale,
+            root_rank=int(root_rank),
+            splits=splits.tolist(),
+            ps=set_id,
+            name=name if isinstance(name, str) else None,
+        )
     attributes = dict(
         op=np.int32(int(op_type)),
         name=traced_name(kind, name),
-        reduce_op=np.int32(core_op),
-        prescale=np.float64(validation.as_scale_factor(prescale, "prescale_factor")),
-        postscale=np.float64(validation.as_scale_factor(postscale, "postscale_factor")),
+        reduce_op=np.int32(int(core_op)),
+        prescale=np.float64(prescale),
+        postscale=np.float64(postscale),
         root_rank=np.int32(root_rank),
-        splits=np.asarray(splits, np.int64),
+        splits=splits,
         process_set_id=np.int32(set_id),
     )
     vmap_method = "broadcast_all" if elementwise else None
@@ -137,7 +155,7 @@ def rank_and_size(set_id):
 
 
 def allgather_rows(x, sizes, set_id=0):
-    validation.check_has_first_dim(x.shape, "allgather")
+    validation.check_op(OP.ALLGATHER, x.shape, ps=set_id)
     me, n = rank_and_size(set_id)
     if sizes is None:
         return x.shape[0] * n
@@ -151,7 +169,7 @@ def allgather_rows(x, sizes, set_id=0):
 
 
 def reducescatter_rows(x, set_id=0):
-    validation.check_has_first_dim(x.shape, "reducescatter")
+    validation.check_op(OP.REDUCESCATTER, x.shape, reduce_op=_core.ReduceOp.SUM, ps=set_id)
     me, n = rank_and_size(set_id)
     rows = x.shape[0]
     return rows // n + (1 if me < rows % n else 0)
@@ -159,25 +177,32 @@ def reducescatter_rows(x, set_id=0):
 
 def alltoall_layout(x, splits, received_splits, set_id=0):
     """(splits to send, rows received) for a traced alltoall."""
-    validation.check_has_first_dim(x.shape, "alltoall")
-    rows, n = x.shape[0], rank_and_size(set_id)[1]
     if splits is None:
-        validation.check_even_split(rows, n)
-        return _NO_SPLITS, rows
+        validation.check_op(OP.ALLTOALL, x.shape, ps=set_id)
+        return _NO_SPLITS, x.shape[0]
     try:
         splits = np.asarray(splits)
     except jax.errors.TracerArrayConversionError:
         raise ValueError(
             "alltoall inside jax.jit needs concrete splits (a list or numpy array), not a traced array"
         ) from None
-    counts = validation.check_splits(splits, n, rows)
+    counts = validation.as_splits(splits)
+    validation.check_op(OP.ALLTOALL, x.shape, splits=counts, ps=set_id)
     if received_splits is None:
         raise ValueError(
             "alltoall with splits inside jax.jit needs received_splits= (rows this rank receives from each "
             "rank), because the result's shape must be known when tracing"
         )
-    received = validation.check_splits(received_splits, n, sum(int(r) for r in received_splits))
-    return np.asarray(counts, np.int64), sum(received)
+    return np.asarray(counts, np.int64), sum(_received_rows(received_splits, rank_and_size(set_id)[1]))
+
+
+def _received_rows(received_splits, n):
+    """received_splits, the rows this rank receives from each rank, as ints: JAX's own
+    argument (the core learns them in negotiation), so checked here."""
+    received = validation.as_splits(received_splits)
+    if len(received) != n or any(rows < 0 for rows in received):
+        raise ValueError(f"received_splits must give the rows received from each of the {n} ranks, got {received}")
+    return received
 
 
 OP = _core.OpType

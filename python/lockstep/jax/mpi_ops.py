@@ -12,12 +12,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lockstep.common import basics, validation
 from lockstep.common import host_ops as _host
+from lockstep.common import validation
 from lockstep.common.ops import (
     ALLREDUCE_OPS,
     LINEAR_OPS,
-    REDUCESCATTER_OPS,
     Adasum,
     Average,
     Sum,
@@ -237,7 +236,7 @@ def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
         return jax.lax.bitcast_convert_type(broadcast(sent, root_rank, name, process_set), tensor.dtype)
     if not _is_traced(tensor):
         return jnp.asarray(_host.broadcast(_host_array(tensor), root_rank, name=name, process_set=process_set))
-    root_rank = validation.check_root_rank(root_rank, basics.size())
+    root_rank = validation.check_root_rank(root_rank)
     return compiled.call(
         compiled.OP.BROADCAST,
         "broadcast",
@@ -252,7 +251,7 @@ def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
 
 def grouped_broadcast(tensors, root_rank, name=None, process_set=global_process_set):
     """root_rank's values of a list of traced arrays, as one call (one group)."""
-    root_rank = validation.check_root_rank(root_rank, basics.size())
+    root_rank = validation.check_root_rank(root_rank)
     dtypes = [x.dtype for x in tensors]
     sent = [jax.lax.bitcast_convert_type(x, _AS_SIGNED[x.dtype]) if x.dtype in _AS_SIGNED else x for x in tensors]
     received = compiled.call(
@@ -347,7 +346,7 @@ def reducescatter(
             reduce_op=op,
             prescale=prescale_factor,
             postscale=postscale_factor,
-            allowed_ops=REDUCESCATTER_OPS,
+            allowed_ops=ALLREDUCE_OPS,  # every op: which ones reducescatter takes is the core's check
             set_id=set_id,
         )[0]
 

@@ -24,7 +24,7 @@ class BroadcastInitialEpochCallback(keras.callbacks.Callback):
         self.root_rank = root_rank
 
     def on_train_begin(self, logs=None):
-        root_rank = validation.check_root_rank(self.root_rank, basics.size())
+        root_rank = validation.check_root_rank(self.root_rank)
         restored = getattr(self.model, "_initial_epoch", None) if basics.rank() == root_rank else None
         self.model._initial_epoch = broadcast_object(
             restored, root_rank=root_rank, name="BroadcastInitialEpochCallback"

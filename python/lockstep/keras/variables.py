@@ -7,7 +7,7 @@ can copy byte for byte).
 
 import numpy as np
 
-from lockstep.common import basics, host_ops, validation
+from lockstep.common import host_ops, validation
 from lockstep.common.process import NAMER
 from lockstep.keras.keras_line import to_numpy
 
@@ -16,7 +16,7 @@ def broadcast_variables(variables, root_rank, name=None):
     """Assign root_rank's value to each variable on every rank; all broadcasts are
     in flight together. Ranks must pass the same variables in the same order."""
     variables = list(variables)
-    root_rank = validation.check_root_rank(root_rank, basics.size())
+    root_rank = validation.check_root_rank(root_rank)
     base = NAMER.name_for("keras.broadcast_variables", validation.check_name(name))
     _check_same_count(len(variables), base)
     values = [np.array(to_numpy(variable), order="C") for variable in variables]

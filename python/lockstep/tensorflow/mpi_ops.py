@@ -13,15 +13,13 @@ tf.errors.FailedPreconditionError on every rank.
 import tensorflow as tf
 
 from lockstep import _core
-from lockstep.common import basics, validation
+from lockstep.common import validation
 from lockstep.common.ops import (
-    ALLREDUCE_OPS,
-    REDUCESCATTER_OPS,
     Adasum,
     Average,
     Sum,
-    checked_reduction,
     handle_average_backwards_compatibility,
+    reduction_args,
 )
 from lockstep.common.process_sets import process_set_id as registered_id
 from lockstep.common.process_sets import process_set_size
@@ -56,7 +54,7 @@ def allreduce(
         return _gather_indexed_slices([tensor], op, prescale_factor, postscale_factor, name, process_set)[0]
     tensor = as_tensor(tensor)
     reduce_op, prescale, postscale = _reduction(
-        op, prescale_factor, postscale_factor, ALLREDUCE_OPS, "allreduce", [tensor], set_id
+        _core.OpType.ALLREDUCE, op, prescale_factor, postscale_factor, [tensor], set_id, name
     )
     compression = validation.check_compressor(compression) or Compression.none
     sent, context = compression.compress(tensor)
@@ -104,7 +102,7 @@ def grouped_allreduce(
     # Every argument is checked before any collective starts.
     dense_tensors = [as_tensor(tensors[i], f"tensors[{i}]") for i in dense]
     reduce_op, prescale, postscale = _reduction(
-        op, prescale_factor, postscale_factor, ALLREDUCE_OPS, "grouped_allreduce", dense_tensors, set_id
+        _core.OpType.ALLREDUCE, op, prescale_factor, postscale_factor, dense_tensors, set_id, name
     )
     if sparse:
         gathered = _gather_indexed_slices(
@@ -136,7 +134,7 @@ def allgather(tensor, name=None, ignore_name_scope=False, process_set=None):
     """Concatenate every rank's `tensor` along the first dimension (sizes may differ)."""
     set_id = _set_id(process_set)
     tensor = as_tensor(tensor)
-    validation.check_has_first_dim(tensor.shape, "allgather")
+    _check(_core.OpType.ALLGATHER, tensor, set_id, name)
     return collective(
         "Allgather",
         name,
@@ -151,7 +149,7 @@ def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=N
     if not tensors:
         return tensors
     for tensor in tensors:
-        validation.check_has_first_dim(tensor.shape, "grouped_allgather")
+        _check(_core.OpType.ALLGATHER, tensor, set_id, name)
     return collective(
         "GroupedAllgather",
         name,
@@ -163,7 +161,8 @@ def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set
     """Return root_rank's `tensor` on every rank (root_rank is a global rank)."""
     set_id = _set_id(process_set)
     tensor = as_tensor(tensor)
-    root_rank = validation.check_root_rank(root_rank, basics.size())
+    root_rank = validation.as_root_rank(root_rank)
+    _check(_core.OpType.BROADCAST, tensor, set_id, name, root_rank=root_rank)
     return collective(
         "Broadcast",
         name,
@@ -189,7 +188,10 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_se
     """
     set_id = _set_id(process_set)
     tensor = as_tensor(tensor)
-    validation.check_has_first_dim(tensor.shape, "alltoall")
+    # The splits are a tensor, known when the op runs: the kernel checks the rows
+    # against them (tf.errors.InvalidArgumentError, as Horovod's), so the first
+    # dimension is left out here.
+    _check(_core.OpType.ALLTOALL, tensor, set_id, name, rows_unknown=True)
     if splits is None:
         sent_splits = tf.zeros([0], tf.int32)
     else:
@@ -221,9 +223,8 @@ def reducescatter(
     set_id = _set_id(process_set)
     tensor = as_tensor(tensor)
     reduce_op, prescale, postscale = _reduction(
-        op, prescale_factor, postscale_factor, REDUCESCATTER_OPS, "reducescatter", [tensor], set_id
+        _core.OpType.REDUCESCATTER, op, prescale_factor, postscale_factor, [tensor], set_id, name
     )
-    validation.check_has_first_dim(tensor.shape, "reducescatter")
     compression = validation.check_compressor(compression) or Compression.none
     sent, context = compression.compress(tensor)
     scattered = collective(
@@ -257,10 +258,8 @@ def grouped_reducescatter(
     if not tensors:
         return tensors
     reduce_op, prescale, postscale = _reduction(
-        op, prescale_factor, postscale_factor, REDUCESCATTER_OPS, "grouped_reducescatter", tensors, set_id
+        _core.OpType.REDUCESCATTER, op, prescale_factor, postscale_factor, tensors, set_id, name
     )
-    for tensor in tensors:
-        validation.check_has_first_dim(tensor.shape, "grouped_reducescatter")
     compression = validation.check_compressor(compression) or Compression.none
     compressed = [compression.compress(tensor) for tensor in tensors]
     scattered = collective(
@@ -326,18 +325,29 @@ def process_set_included_op(process_set_id=0, name=None):
 # Helpers.
 
 
-def _reduction(op, prescale_factor, postscale_factor, allowed, op_kind, tensors, set_id):
-    """(reduce op int, prescale, postscale), checked while the graph is built."""
-    reduce_op, prescale, postscale = checked_reduction(
-        op,
-        prescale_factor,
-        postscale_factor,
-        allowed,
-        op_kind,
-        lambda: process_set_size(set_id),
-        any(tensor.dtype == tf.bool for tensor in tensors),
-    )
+def _reduction(op_type, op, prescale_factor, postscale_factor, tensors, set_id, name):
+    """(reduce op int, prescale, postscale), checked with each tensor while the graph is
+    built."""
+    reduce_op, prescale, postscale = reduction_args(op, prescale_factor, postscale_factor, op_type.name.lower())
+    for tensor in tensors:
+        _check(op_type, tensor, set_id, name, reduce_op=reduce_op, prescale=prescale, postscale=postscale)
     return int(reduce_op), prescale, postscale
+
+
+def _check(op_type, tensor, set_id, name, rows_unknown=False, **arguments):
+    """The core's checks of an op on `tensor` (validation.check_op), while the graph is
+    built, so a mistake is reported where it is written rather than by a kernel."""
+    shape = None if tensor.shape.rank is None else list(tensor.shape.as_list())
+    if shape and rows_unknown:
+        shape[0] = None
+    validation.check_op(
+        op_type,
+        shape,
+        validation.core_dtype(tensor.dtype.name),
+        ps=set_id,
+        name=name if isinstance(name, str) else None,
+        **arguments,
+    )
 
 
 def _gather_indexed_slices(slices_list, op, prescale_factor, postscale_factor, name, process_set):

@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from lockstep.common import basics, validation
+from lockstep.common import validation
 from lockstep.common.process_sets import process_set_id
 from lockstep.tensorflow.naming import collective
 from lockstep.tensorflow.op_library import OPS
@@ -16,7 +16,7 @@ def broadcast_into(variables, root_rank, name=None, process_set=None):
     """
     set_id = 0 if process_set is None else process_set_id(process_set)
     variables = list(variables)
-    root_rank = validation.check_root_rank(root_rank, basics.size())
+    root_rank = validation.check_root_rank(root_rank)
     assignments = []
     for index, variable in enumerate(variables):
         value = as_tensor(variable, f"variable {getattr(variable, 'name', index)}")

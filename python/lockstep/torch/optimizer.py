@@ -10,6 +10,7 @@ from contextlib import contextmanager
 
 import torch
 
+from lockstep import _core
 from lockstep.common import basics, validation
 from lockstep.common.buckets import bucket_bytes_from_environment
 from lockstep.common.exceptions import OptimizerUsageError
@@ -17,7 +18,6 @@ from lockstep.common.ops import (
     Adasum,
     Average,
     Sum,
-    check_adasum_world,
     check_linear_op,
     predivided_scaling,
     to_core_reduce_op,
@@ -180,7 +180,8 @@ def _adasum_optimizer(optimizer, named_parameters, compression, gradient_predivi
         raise ValueError("gradient_predivide_factor applies to op=Average only, not Adasum")
     compression = validation.check_compressor(compression) or Compression.none
     named = resolve_named_parameters(optimizer.param_groups, named_parameters)
-    check_adasum_world(basics.size())
+    # Refused before any hook is installed, with the core's check of an Adasum allreduce.
+    validation.check_op(_core.OpType.ALLREDUCE, reduce_op=_core.ReduceOp.ADASUM)
     distributed = adasum_optimizer(optimizer, named, compression)
     distributed._parameter_names = {param: name for name, param in named}
     return distributed

@@ -32,7 +32,7 @@ def broadcast_parameters(params, root_rank, process_set=global_process_set):
     of (name, tensor) pairs such as model.named_parameters(), or of tensors.
     With a process set, only its ranks take part; root_rank is a global rank.
     """
-    root_rank = validation.check_root_rank(root_rank, basics.size())
+    root_rank = validation.check_root_rank(root_rank)
     named = _named_tensors(params)
     _broadcast_in_place([(f"{_PARAMETERS_PREFIX}.{name}", tensor) for name, tensor in named], root_rank, process_set)
 
@@ -41,7 +41,7 @@ def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_s
     """Give every rank (of the set) root_rank's optimizer state: hyperparameters and buffers."""
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
-    root_rank = validation.check_root_rank(root_rank, basics.size())
+    root_rank = validation.check_root_rank(root_rank)
     is_root = basics.rank() == root_rank
     had_no_state = not optimizer.state
     if is_root:

@@ -33,7 +33,14 @@ def check_mismatched_shapes_fail_everywhere(rank, size):
 def check_trace_time_errors(rank, size):
     x = jnp.ones((2 * size, 2), jnp.float32)
     expect_error(ValueError, ["received_splits"], jax.jit(lambda x: hvd.alltoall(x, splits=[2] * size)), x)
-    expect_error(ValueError, ["does not support reduce op max"], jax.jit(lambda x: hvd.reducescatter(x, op=hvd.Max)), x)
+    expect_error(
+        ValueError,
+        ["reduce op Max is not supported", "reducescatter takes Average"],
+        jax.jit(lambda x: hvd.reducescatter(x, op=hvd.Max)),
+        x,
+    )
+    expect_error(ValueError, ["divisible"], jax.jit(lambda x: hvd.alltoall(x)), jnp.ones((2 * size + 1, 2)))
+    expect_error(ValueError, ["splits", "sum to"], jax.jit(lambda x: hvd.alltoall(x, splits=[1] * size)), x)
     expect_error(ValueError, ["sizes"], jax.jit(lambda x: hvd.allgather(x, sizes=[5] * size)), x)
     expect_error(ValueError, ["root_rank"], jax.jit(lambda x: hvd.broadcast(x, size)), x)
     for eager_only in ("barrier", "join"):
@@ -47,8 +54,8 @@ def check_trace_time_errors(rank, size):
 
 
 def check_core_refuses_bool_reductions_with_the_python_text(rank, size):
-    """Inside jit a bool reduction reaches the core's own checks (the Python side
-    checks it for the eager frontends): both must say the same thing."""
+    """Inside jit a bool reduction is refused by the core's own checks, made while
+    tracing (lockstep.common.validation.check_op), with the core's text."""
     flags = jnp.array([rank % 2 == 0, True])
     average = jax.jit(lambda x: hvd.allreduce(x, op=hvd.Average, name="bool.average"))
     expect_error(Exception, [BOOL_AVERAGE_ERROR], lambda: jax.block_until_ready(average(flags)))
