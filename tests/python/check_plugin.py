@@ -8,12 +8,16 @@ script, one job per script and parameters.
 
 The marker names the script to launch, then any other files of scripts/ whose
 check(...) calls the script runs; without=[names] leaves checks out of this test
-and its job (for a launch that would not run them). pytest reads the check names from those files and
-makes one test of each (its id ends in the check's name, so `-k` selects checks).
-The first of a test's checks to run launches the job, for the checks that collection
-left selected only (LOCKSTEP_CHECKS), and the others read its output: a test whose
-other parameters differ gets its own job. A check that failed names its ranks and
-their tracebacks; check_reports.py says when a check passes.
+and its job (for a launch that would not run them), only=[names] keeps just those.
+pytest reads the check names from those files and makes one test of each (its id
+ends in the check's name, so `-k` selects checks). The first of a test's checks to
+run launches the job, for the checks that collection left selected only
+(LOCKSTEP_CHECKS), and the others read its output: a test whose other parameters
+differ gets its own job. rank_check.run_by launches the job some other way (a
+pretend cluster, lockstep-run), and a test that compares jobs launches each (its
+run calls, in the same order in each of its tests): its check must pass in every
+one. A check that failed names its ranks and their tracebacks; check_reports.py
+says when a check passes.
 """
 
 from dataclasses import dataclass, field
@@ -33,15 +37,15 @@ class _Group:
 
     selected: list = field(default_factory=list)
     remaining: int = 0
-    launch: tuple = None
-    run: object = None
+    launches: list = field(default_factory=list)  # how each of its jobs was launched, in order
+    runs: list = field(default_factory=list)
     tmp_path: object = None
 
 
 def configure(config):
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(script, *sources, without=()): one test per check(...) of a rank script (check_plugin.py)",
+        f"{MARKER}(script, *sources, without=(), only=()): one test per check(...) of a rank script (check_plugin.py)",
     )
     config.stash[_GROUPS] = {}
 
@@ -53,11 +57,14 @@ def pytest_generate_tests(metafunc):
     if FIXTURE not in metafunc.fixturenames:
         raise pytest.UsageError(f"{metafunc.definition.nodeid}: @{MARKER} needs the {FIXTURE} fixture")
     names = collect_check_names([SCRIPTS_DIR / source for source in marker.args])
-    without = marker.kwargs.get("without", ())
-    unknown = set(without) - set(names)
-    if unknown:
-        raise pytest.UsageError(f"{metafunc.definition.nodeid}: without= names no check of its script: {unknown}")
-    kept = [name for name in names if name not in without]
+    without, only = marker.kwargs.get("without", ()), marker.kwargs.get("only", ())
+    for keyword, listed in (("without", without), ("only", only)):
+        unknown = set(listed) - set(names)
+        if unknown:
+            raise pytest.UsageError(f"{metafunc.definition.nodeid}: {keyword}= names no check of its script: {unknown}")
+    kept = [name for name in names if name not in without and (not only or name in only)]
+    if not kept:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: without= and only= leave no check to run")
     script = marker.args[0]
     metafunc.parametrize(FIXTURE, [(script, tuple(names), name) for name in kept], ids=kept, indirect=True)
 
@@ -88,13 +95,14 @@ def rank_check(request, built_extension, tmp_path_factory):
     yield RankCheck(script, collected, name, group, tmp_path_factory)
     group.remaining -= 1
     if group.remaining == 0:
-        group.run = None  # the last of its checks: the output is no longer needed
+        group.runs = None  # the last of its checks: the output is no longer needed
 
 
 class RankCheck:
     def __init__(self, script, collected, name, group, tmp_path_factory):
         self.script, self.collected, self.name = script, collected, name
         self._group, self._tmp_path_factory = group, tmp_path_factory
+        self._launched = 0  # this test's run_by calls so far
 
     @property
     def tmp_path(self):
@@ -104,18 +112,28 @@ class RankCheck:
         return self._group.tmp_path
 
     def run(self, num_ranks, timeout=120, env=None, args=(), mpirun_args=()):
-        """The job of this test's checks (launched by the first of them to run), after
-        failing this test unless its check passed."""
-        group = self._group
-        launch = (num_ranks, timeout, sorted((env or {}).items()), [str(a) for a in args], list(mpirun_args))
-        if group.launch is None:
+        """A job of this test's checks launched by mpi_harness.run_ranks (see run_by)."""
+        how = {"args": [str(a) for a in args], "mpirun_args": list(mpirun_args)}
+        return self.run_by(num_ranks, run_ranks, self.script, num_ranks, timeout, env=env, **how)
+
+    def run_by(self, num_ranks, launch, *args, env=None, **kwargs):
+        """The job launch(*args, env=env, **kwargs) runs (it returns an mpi_harness.MpiRun;
+        env gains LOCKSTEP_CHECKS when collection left checks out), launched by the first
+        of this test's checks to get here, after failing this test unless its check
+        passed in it. A test may call it more than once, for one job each, in the same
+        order and alike in each of its checks' tests."""
+        group, index = self._group, self._launched
+        self._launched += 1
+        how = (num_ranks, launch, repr(args), sorted((env or {}).items()), repr(sorted(kwargs.items())))
+        if index == len(group.launches):
             job_env = dict(env or {})
             if set(group.selected) != set(self.collected):
                 job_env["LOCKSTEP_CHECKS"] = ",".join(group.selected)
-            group.launch = launch
-            group.run = run_ranks(self.script, num_ranks, timeout, job_env, args, mpirun_args)
-        assert group.launch == launch, f"the checks of one job must launch it alike: {group.launch} != {launch}"
-        failure = CheckReports(group.run, num_ranks, self.collected, group.selected).failure_of(self.name)
+            group.launches.append(how)
+            group.runs.append(launch(*args, env=job_env, **kwargs))
+        launched, run = group.launches[index], group.runs[index]
+        assert launched == how, f"the checks of a job must launch it alike: {launched} != {how}"
+        failure = CheckReports(run, num_ranks, self.collected, group.selected).failure_of(self.name)
         if failure:
-            pytest.fail(failure, pytrace=False)
-        return group.run
+            pytest.fail(f"in this test's job {index + 1}: {failure}" if index else failure, pytrace=False)
+        return run

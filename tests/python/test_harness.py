@@ -157,3 +157,28 @@ def test_a_check_left_out_of_a_test_is_left_out_of_its_job():
     run = _pytest_on_the_checked_suite(test="test_named_checks_but_one")
     assert run.returncode == 1 and "1 failed, 1 passed" in run.stdout, run.stdout + run.stderr
     assert "ok passes" in run.stdout and "runs_after_a_failure" not in run.stdout, run.stdout
+
+
+def test_only_keeps_just_the_checks_it_names_in_the_test_and_its_job():
+    run = _pytest_on_the_checked_suite(test="test_named_checks_only_one")
+    assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout + run.stderr
+    assert "ok passes" in run.stdout and "fails_on_rank_one" not in run.stdout, run.stdout
+
+
+def test_a_check_passes_only_if_it_passed_in_every_job_of_its_test():
+    run = _pytest_on_the_checked_suite(test="test_named_checks_in_two_jobs")
+    assert run.returncode == 1 and "3 failed" in run.stdout, run.stdout + run.stderr
+    assert "launch 2: LOCKSTEP_CHECKS=(all)" in run.stdout and "launch 3" not in run.stdout, "each job once"
+    assert "rank 1: FAILED: AssertionError: rank 1 disagrees" in run.stdout, run.stdout
+    assert "in this test's job 2: check 'passes' failed" in run.stdout, run.stdout
+    assert "rank 1: never reported" in run.stdout, run.stdout
+    # The check that passed in the first job fails for the second, whose launch -k narrowed too.
+    selected = _pytest_on_the_checked_suite("-k", "passes", test="test_named_checks_in_two_jobs")
+    assert selected.returncode == 1 and "1 failed, 2 deselected" in selected.stdout, selected.stdout
+    assert "launch 1: LOCKSTEP_CHECKS=passes" in selected.stdout, selected.stdout
+    assert "launch 2: LOCKSTEP_CHECKS=passes" in selected.stdout, selected.stdout
+
+
+def test_the_checks_of_a_job_must_launch_it_alike():
+    run = _pytest_on_the_checked_suite(test="test_named_checks_launched_unalike")
+    assert run.returncode == 1 and "must launch it alike" in run.stdout, run.stdout + run.stderr

@@ -1,7 +1,9 @@
 """Multi-host runs on a pretend cluster: 5 ranks on 3 network-namespace hosts (2+2+1).
 
 Every collective and dtype, local/cross topology per host, and the torch demo across
-hosts. Skipped, with the reason, where namespaces cannot be made (not root, no `ip`).
+hosts. Each check of a rank script is a test (scripts/checks.py), one job for all of
+a test's checks. Skipped, with the reason, where namespaces cannot be made (not root,
+no `ip`).
 """
 
 import sys
@@ -19,14 +21,15 @@ def hosts_by_rank(cluster):
     return ",".join(h for h, slots in zip(cluster.hostnames, cluster.slots) for _ in range(slots))
 
 
-def test_allreduce_every_dtype_and_op_across_hosts(cluster):
-    run = cluster.run_script("allreduce_all.py", timeout=240, env={"LOCKSTEP_LOG_LEVEL": "debug"})
-    run.assert_all_ranks_passed(5)
+@pytest.mark.rank_checks("allreduce_all.py")
+def test_allreduce_every_dtype_and_op_across_hosts(cluster, rank_check):
+    run = rank_check.run_by(5, cluster.run_script, "allreduce_all.py", timeout=240, env={"LOCKSTEP_LOG_LEVEL": "debug"})
     # The flat path: ranks span hosts, so no single shared-memory window holds them all.
     assert SHM_ACTIVE not in run.stderr, run.describe()
 
 
-def test_launcher_with_hosts_runs_data_movement_and_topology_on_each_host(cluster, tmp_path):
+@pytest.mark.rank_checks("data_movement.py")
+def test_launcher_with_hosts_runs_data_movement_and_topology_on_each_host(cluster, rank_check):
     # lockstep-run -H ... --network-interface SUBNET, started on the first host; only the
     # rsh agent (how this cluster reaches its hosts instead of ssh) comes through --mpi-args.
     agent = " ".join(cluster.agent_args())
@@ -44,12 +47,13 @@ def test_launcher_with_hosts_runs_data_movement_and_topology_on_each_host(cluste
         sys.executable,
         str(pretend_cluster.mpi_harness.SCRIPTS_DIR / "data_movement.py"),
     ]
-    run = pretend_cluster.run_command(
+    run = rank_check.run_by(
+        5,
+        pretend_cluster.run_command,
         cluster.on_host(0, command),
         timeout=240,
-        env={"LOCKSTEP_TEST_TMP": str(tmp_path), "LOCKSTEP_TEST_HOSTS": hosts_by_rank(cluster)},
+        env={"LOCKSTEP_TEST_TMP": str(rank_check.tmp_path), "LOCKSTEP_TEST_HOSTS": hosts_by_rank(cluster)},
     )
-    run.assert_all_ranks_passed(5)
     assert "-np 5" in run.stderr and f"-H {hosts}" in run.stderr, run.describe()
     assert f"btl_tcp_if_include {pretend_cluster.SUBNET}" in run.stderr, run.describe()
 
@@ -79,18 +83,20 @@ def test_torch_demo_across_two_hosts(cluster, tmp_path):
         assert "Num procs: 1" in sections.get(host, ""), run.describe()
 
 
+@pytest.mark.rank_checks("allreduce_all.py")
 @pytest.mark.parametrize("switch", ["LOCKSTEP_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE"])
-def test_hierarchical_allreduce_matches_exactly(cluster, switch):
+def test_hierarchical_allreduce_matches_exactly(cluster, switch, rank_check):
     # The same exact-integer checks as the flat path, every dtype and op, large
     # tensors in several chunks and fused bursts: shared memory within each host, MPI
     # among the hosts' leaders (node3's single rank leads alone).
-    run = cluster.run_script("allreduce_all.py", timeout=240, env={"LOCKSTEP_LOG_LEVEL": "debug", switch: "1"})
-    run.assert_all_ranks_passed(5)
+    env = {"LOCKSTEP_LOG_LEVEL": "debug", switch: "1"}
+    run = rank_check.run_by(5, cluster.run_script, "allreduce_all.py", timeout=240, env=env)
     assert run.stderr.count(HIERARCHICAL_ACTIVE) == 5, run.describe()
 
 
+@pytest.mark.rank_checks("horovod_env.py")
 @pytest.mark.parametrize("listed_as", ["names", "addresses"])
-def test_horovod_worker_environment_names_each_ranks_host_from_the_hostfile(cluster, listed_as):
+def test_horovod_worker_environment_names_each_ranks_host_from_the_hostfile(cluster, listed_as, rank_check):
     # A Horovod script reading HOROVOD_RANK ... HOROVOD_HOSTNAME, started with
     # lockstep-run --hostfile with the hosts listed in reverse, by name or by address.
     order = list(reversed(range(len(cluster.hostnames))))
@@ -104,11 +110,13 @@ def test_horovod_worker_environment_names_each_ranks_host_from_the_hostfile(clus
     command = [sys.executable, str(RUN_PY), "--hostfile", str(hostfile), "--network-interface", pretend_cluster.SUBNET]
     command += ["--mpi-args", " ".join(cluster.agent_args()), sys.executable]
     command.append(str(pretend_cluster.mpi_harness.SCRIPTS_DIR / "horovod_env.py"))
-    run = pretend_cluster.run_command(
+    run = rank_check.run_by(
+        5,
+        pretend_cluster.run_command,
         cluster.on_host(0, command),
         timeout=240,
         env={"LOCKSTEP_TEST_HOSTS": "this host", "LOCKSTEP_TEST_HOST_ALIASES": aliases},
     )
-    run.assert_all_ranks_passed(5)
-    for entry in listed:
-        assert f"HOROVOD_HOSTNAME={entry}" in run.stdout, run.describe()
+    if rank_check.name == "environment_after_init":
+        for entry in listed:
+            assert f"HOROVOD_HOSTNAME={entry}" in run.stdout, run.describe()

@@ -11,8 +11,9 @@ def test_mismatches_duplicates_and_bad_arguments(num_ranks, rank_check):
     rank_check.run(num_ranks)
 
 
-def test_ops_before_init_after_shutdown_and_pending_at_shutdown(num_ranks):
-    run_ranks("lifecycle.py", num_ranks).assert_all_ranks_passed(num_ranks)
+@pytest.mark.rank_checks("lifecycle.py")
+def test_ops_before_init_after_shutdown_and_pending_at_shutdown(num_ranks, rank_check):
+    rank_check.run(num_ranks)
 
 
 def test_stalled_tensor_warns_and_fails_instead_of_hanging(num_ranks):

@@ -1,10 +1,12 @@
 """lockstep inside a program that initialized MPI itself through mpi4py."""
 
+import pytest
 from mpi_harness import run_ranks
 
 
-def test_init_after_mpi4py(num_ranks):
-    run_ranks("mpi4py_init.py", num_ranks).assert_all_ranks_passed(num_ranks)
+@pytest.mark.rank_checks("mpi4py_init.py")
+def test_init_after_mpi4py(num_ranks, rank_check):
+    rank_check.run(num_ranks)
 
 
 def test_exit_without_shutdown_after_mpi4py(num_ranks):

@@ -21,15 +21,17 @@ def test_torch_optimizer_and_collectives_on_a_set(ranks, rank_check):
     rank_check.run(ranks)
 
 
-def test_tensorflow_ops_on_a_set(built_extension):
+@pytest.mark.rank_checks("process_sets_tf.py")
+def test_tensorflow_ops_on_a_set(rank_check):
     """4 ranks: two disjoint sets of two (TensorFlow's start-up makes more runs costly)."""
-    run_ranks("process_sets_tf.py", 4, timeout=240).assert_all_ranks_passed(4)
+    rank_check.run(4, timeout=240)
 
 
-def test_tensorflow_sets_through_init_cycles(built_extension):
+@pytest.mark.rank_checks("process_sets_tf_cycles.py")
+def test_tensorflow_sets_through_init_cycles(rank_check):
     """3 ranks: sets {0, 2} and {0, 1} (both differ from the global set) across two
     init/shutdown cycles, with Horovod's error types for sets that are gone."""
-    run_ranks("process_sets_tf_cycles.py", 3, timeout=240).assert_all_ranks_passed(3)
+    rank_check.run(3, timeout=240)
 
 
 def test_stall_inside_a_set_fails_its_waiting_member(built_extension, tmp_path):

@@ -1,51 +1,23 @@
-"""Horovod parity for lockstep.torch (issue 15), on 2 and 3 ranks. All checks run in
-one mpirun job per rank count (torch's start-up in every rank costs more than most
-checks): a failing check ends its job at once (its rank exits and mpirun stops the
-others), so it cannot hang or desynchronise the rest, and the output names it."""
+"""Horovod parity for lockstep.torch (issue 15), on 2 and 3 ranks, and Adasum on 4.
+Each check is a test (scripts/checks.py); all of a test's checks run in one mpirun
+job per rank count (torch's start-up in every rank costs more than most checks). A
+check that fails on one rank goes on to the next, and the others' collectives fail
+after DESYNC_LIMIT instead of hanging; the test names the check and its ranks."""
 
-from mpi_harness import DESYNC_LIMIT, run_ranks
+import pytest
+from mpi_harness import DESYNC_LIMIT
 
-CHECKS = [
-    "error_types",
-    "scaling",
-    "grouped_allgather",
-    "grouped_reducescatter",
-    "sparse_allreduce",
-    "adasum_allreduce",
-    "alltoall_splits",
-    "join",
-    "sparse_embeddings",
-    "adasum_optimizer",
-    "broadcast_optimizer_state",
-    "unnamed_parameters",
-    "optimizer_protocol",
-]
-# Issue 25's checks.
-PORTING_CHECKS = [
-    "alltoall_splits_type",
-    "parameter_names",
-    "double_synchronize_warning",
-    "gradients_after_state_broadcast",
-]
+# Issue 15's checks and issue 25's (torch_parity_porting.py).
+SOURCES = ("torch_parity.py", "torch_parity_collectives.py", "torch_parity_training.py", "torch_parity_porting.py")
 
 
-def test_horovod_parity_and_porting_gaps(num_ranks):
-    checks = CHECKS + PORTING_CHECKS
-    run = run_ranks("torch_parity.py", num_ranks, timeout=240, args=checks, env=DESYNC_LIMIT)
-    run.assert_all_ranks_passed(num_ranks)
-    for rank in range(num_ranks):
-        for check in checks:
-            assert f"rank {rank}: {check} passed" in run.stdout, run.describe()
+@pytest.mark.rank_checks(*SOURCES, without=["adasum_levels"])  # 4, 8, ... ranks: test_adasum_at_four_ranks
+def test_horovod_parity_and_porting_gaps(num_ranks, rank_check):
+    rank_check.run(num_ranks, timeout=240, env=DESYNC_LIMIT)
 
 
-def test_adasum_at_four_ranks(built_extension):
+@pytest.mark.rank_checks(*SOURCES, only=["adasum_levels", "adasum_allreduce", "adasum_optimizer"])
+def test_adasum_at_four_ranks(rank_check):
     """Four ranks run two levels of Adasum's halving, each with its own group for the
     dot products (two ranks run one, three refuse as Horovod does)."""
-    run = run_ranks(
-        "torch_parity.py",
-        4,
-        timeout=180,
-        args=["adasum_levels", "adasum_allreduce", "adasum_optimizer"],
-        env=DESYNC_LIMIT,
-    )
-    run.assert_all_ranks_passed(4)
+    rank_check.run(4, timeout=180, env=DESYNC_LIMIT)

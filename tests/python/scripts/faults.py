@@ -8,7 +8,8 @@
     faults.py in_process       in one job: a user compression raising inside result
                                handling, an allgather whose result cannot fit in
                                memory, a child forked after init() calling lockstep,
-                               then shutdown() from another thread with ops pending
+                               then shutdown() from another thread with ops pending;
+                               each a named check (scripts/checks.py)
 
 Every rank prints the shared-memory files it has mapped ("rank N: shm file: ..."),
 so the test can check that none is left behind after the job ends.
@@ -22,8 +23,10 @@ import signal
 import sys
 import threading
 import time
+import traceback
 
 import numpy as np
+from checks import check
 from rank_checks import assert_equal, expect_error, run_main
 
 import lockstep.numpy as hvd
@@ -133,7 +136,7 @@ def signalled(signal_name):
     print(f"rank {rank}: UNEXPECTED: 100000 allreduces completed", flush=True)
 
 
-def shutdown_from_thread(rank, size):
+def check_shutdown_from_thread(rank, size):
     """While the main thread waits on an op that can never complete (only this rank
     submits its name) and other ops are queued, another thread calls shutdown(): every
     pending handle fails with an error saying lockstep was shut down."""
@@ -184,7 +187,7 @@ def shutdown_with_collectives_running(rank, size):
     print(f"rank {rank}: {completed} allreduces completed exactly, {failed} failed cleanly at shutdown", flush=True)
 
 
-def forked_child(rank, size):
+def check_forked_child(rank, size):
     """A child forked after init() gets a clear error from every lockstep call and can
     exit normally (no hang joining a thread it does not have, no MPI_Finalize); the
     parent keeps working."""
@@ -192,31 +195,12 @@ def forked_child(rank, size):
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
-        os.close(read_end)
-        messages = []
         try:
-            for call in (
-                lambda: hvd.allreduce(np.ones(2, np.float32), name="in.child"),
-                lambda: hvd.allreduce_async(np.ones(2, np.float32)),
-                lambda: hvd.rank(),
-                lambda: hvd.synchronize(pending),
-                lambda: hvd.init(),
-            ):
-                try:
-                    call()
-                    messages.append("UNEXPECTED: a lockstep call worked in the child")
-                except Exception as error:  # each must raise, with the fork named
-                    messages.append(f"{type(error).__name__}: {error}")
-            messages.append(f"is_initialized={hvd.is_initialized()}")
-            hvd.shutdown()  # a no-op in the child
-        finally:
-            os.write(write_end, json.dumps(messages).encode())
-            os.close(write_end)
-        # A normal exit: Python's and the C library's exit hooks run (lockstep's and
-        # MPI's must do nothing in the child); run_main would turn SystemExit into a
-        # failure, so call them directly.
-        atexit._run_exitfuncs()
-        ctypes.CDLL(None).exit(0)
+            _child_after_fork(read_end, write_end, pending)  # never returns
+        except BaseException:
+            # Not back into check(), which would go on to the parent's next checks here.
+            traceback.print_exc()
+        os._exit(1)
     os.close(write_end)
     with os.fdopen(read_end) as stream:
         messages = json.loads(stream.read())
@@ -232,7 +216,35 @@ def forked_child(rank, size):
     print(f"rank {rank}: child error: {messages[0]}", flush=True)
 
 
-def huge_allgather(rank, size):
+def _child_after_fork(read_end, write_end, pending):
+    os.close(read_end)
+    messages = []
+    try:
+        for call in (
+            lambda: hvd.allreduce(np.ones(2, np.float32), name="in.child"),
+            lambda: hvd.allreduce_async(np.ones(2, np.float32)),
+            lambda: hvd.rank(),
+            lambda: hvd.synchronize(pending),
+            lambda: hvd.init(),
+        ):
+            try:
+                call()
+                messages.append("UNEXPECTED: a lockstep call worked in the child")
+            except Exception as error:  # each must raise, with the fork named
+                messages.append(f"{type(error).__name__}: {error}")
+        messages.append(f"is_initialized={hvd.is_initialized()}")
+        hvd.shutdown()  # a no-op in the child
+    finally:
+        os.write(write_end, json.dumps(messages).encode())
+        os.close(write_end)
+    # A normal exit: Python's and the C library's exit hooks run (lockstep's and
+    # MPI's must do nothing in the child); run_main would turn SystemExit into a
+    # failure, so call them directly.
+    atexit._run_exitfuncs()
+    ctypes.CDLL(None).exit(0)
+
+
+def check_huge_allgather(rank, size):
     """Inputs that exist (untouched, overcommitted pages) but whose gathered result
     exceeds the host's memory: a clear error on every rank before anything is
     allocated or sent; then collectives still work."""
@@ -279,9 +291,6 @@ def failing_finish(rank, size):
     assert_equal(total, np.full(4, sum(range(size)), np.float32), "after the failing callbacks")
 
 
-IN_PROCESS = [failing_finish, huge_allgather, forked_child, shutdown_from_thread]  # shutdown last
-
-
 def lost_under_ulfm(kind):
     """As killed_mid_collective, but the launcher keeps the job up (ULFM): each survivor's
     next call fails, and the error must name the lost rank and its host."""
@@ -319,9 +328,12 @@ def main():
     else:
         assert mode == "in_process", mode
         hvd.init()
-        report_shm(hvd.rank())
-        for check in IN_PROCESS:
-            check(hvd.rank(), hvd.size())
+        rank, size = hvd.rank(), hvd.size()
+        report_shm(rank)
+        check("failing_callbacks", failing_finish, rank, size)
+        check(check_huge_allgather, rank, size)
+        check(check_forked_child, rank, size)
+        check(check_shutdown_from_thread, rank, size)  # last: it shuts lockstep down
 
 
 if __name__ == "__main__":

@@ -10,12 +10,14 @@ HOROVOD_ELASTIC=1. The test says what to expect:
   LOCKSTEP_TEST_USER_SET NAME=VALUE the user set, which init() must keep
 
 Then shutdown() and init() again in this process: the variables init() set do not
-trip lockstep's launch check, and they still hold."""
+trip lockstep's launch check, and they still hold. Each stage is a named check
+(scripts/checks.py)."""
 
 import os
 import socket
 
 import torch
+from checks import check
 from rank_checks import run_main, world_rank, world_size
 
 import lockstep.torch as hvd  # was: import horovod.torch as hvd
@@ -52,13 +54,25 @@ def check_environment(when):
 
 
 def main():
+    check(check_no_variables_before_init)
+    hvd.init()
+    check(check_environment_after_init)
+    check(check_environment_after_elastic_run)
+    check(check_environment_after_shutdown_and_init)
+
+
+def check_no_variables_before_init():
     before = {name: os.environ.get(f"HOROVOD_{name}") for name in NAMES + ("HOSTNAME",)}
     user_name = os.environ.get("LOCKSTEP_TEST_USER_SET", "").partition("=")[0]
     assert all(value is None for name, value in before.items() if f"HOROVOD_{name}" != user_name), before
-    hvd.init()
+
+
+def check_environment_after_init():
     assert (hvd.rank(), hvd.size()) == (world_rank(), world_size())
     check_environment("after init()")
 
+
+def check_environment_after_elastic_run():
     state = hvd.elastic.TorchState(step=0)
 
     @hvd.elastic.run
@@ -71,6 +85,8 @@ def main():
     train(state)
     check_environment("after elastic.run")
 
+
+def check_environment_after_shutdown_and_init():
     hvd.shutdown()
     hvd.init()  # HOROVOD_SIZE is set now: the launch check must still let this through
     check_environment("after shutdown() and init()")

@@ -10,12 +10,15 @@ or, with the argument "keras3", on Keras 3 where the API exists there:
   sparse_as_dense=True on an RMSprop over an Embedding
 - BroadcastGlobalVariablesCallback(root_rank, local_variables=[...])
 - hvd.elastic.KerasState / TensorFlowKerasState with the script's optimizer
+
+Each is a named check (scripts/checks.py).
 """
 
 import sys
 
 import numpy as np
 import tensorflow as tf
+from checks import check
 from rank_checks import run_main
 
 import lockstep.tensorflow as hvd_tf  # was: import horovod.tensorflow as hvd_tf
@@ -133,11 +136,11 @@ def main():
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
     assert KERAS3 or "tf_keras" in type(keras.optimizers.SGD()).__module__, "Keras 2 (tf-keras) expected"
-    check_local_vars(rank, size)
-    check_partial_optimizer_and_local_broadcast(rank, size)
-    check_aggregation(rank, size)
-    check_sparse_as_dense_with_aggregation(rank, size)
-    check_elastic_state(rank, size)
+    check(check_local_vars, rank, size)
+    check(check_partial_optimizer_and_local_broadcast, rank, size)
+    check(check_aggregation, rank, size)
+    check(check_sparse_as_dense_with_aggregation, rank, size)
+    check(check_elastic_state, rank, size)
 
 
 if __name__ == "__main__":

@@ -5,11 +5,12 @@ collective then fails with HorovodInternalError naming the cause, and after this
 rank's own shutdown() the queries raise ValueError.
 
 Rank 0 finishes first and calls hvd.shutdown(), as a script's end does; the others
-keep going after it."""
+keep going after it. Each stage is a named check (scripts/checks.py)."""
 
 import time
 
 import torch
+from checks import check
 from rank_checks import expect_error, run_main, world_rank, world_size
 
 import lockstep.torch as hvd  # was: import horovod.torch as hvd
@@ -39,8 +40,13 @@ def main():
     rank, size = world_rank(), world_size()
     before = topology()
     builds = build_queries()
-    assert before[:2] == (rank, size), f"topology {before}"
+    check(check_queries_after_elastic_run, rank, size, before)
+    check(check_queries_and_collectives_after_a_peers_shutdown, rank, before, builds)
+    check(check_queries_after_this_ranks_shutdown)
 
+
+def check_queries_after_elastic_run(rank, size, before):
+    assert before[:2] == (rank, size), f"topology {before}"
     state = hvd.elastic.TorchState(epoch=0, entries=0)
 
     @hvd.elastic.run
@@ -56,6 +62,8 @@ def main():
     assert train(state) == 3 and state.entries == 1, "elastic.run returned the function's result"
     assert topology() == before, "the topology answers after elastic.run returned"
 
+
+def check_queries_and_collectives_after_a_peers_shutdown(rank, before, builds):
     if rank == 0:
         hvd.shutdown()  # the end of rank 0's script
     else:
@@ -72,7 +80,9 @@ def main():
         expect_error(hvd.HorovodInternalError, ["shut down"], hvd.broadcast_object, "x", 0)
         hvd.shutdown()
 
-    # After this rank's own shutdown: ValueError, as Horovod's "not initialized".
+
+def check_queries_after_this_ranks_shutdown():
+    # ValueError, as Horovod's "not initialized".
     for query in (hvd.rank, hvd.size, hvd.local_rank, hvd.local_size, hvd.cross_rank, hvd.cross_size):
         expect_error(ValueError, ["shut down"], query)
     expect_error(ValueError, ["shut down"], hvd.mpi_threads_supported)

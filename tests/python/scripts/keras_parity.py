@@ -1,9 +1,9 @@
 """Horovod parity of lockstep.keras (issue 25), for the Keras line the environment
 picks: Keras 3 (KERAS_BACKEND names the backend) or, with TF_USE_LEGACY_KERAS=1,
-Keras 2 from tf-keras. All checks run in one launch, since imports dominate.
+Keras 2 from tf-keras. All checks run in one launch, since imports dominate; each
+is a named check (scripts/checks.py), and LOCKSTEP_CHECKS picks some.
 
-argv[1]: a directory shared by the ranks, for saved models; argv[2] "quick" skips
-model.fit and saving (covered at 2 ranks), for the 3-rank run.
+argv[1]: a directory shared by the ranks, for saved models.
 """
 
 import os
@@ -12,6 +12,7 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
+from checks import check  # noqa: E402
 from keras_parity_training import check_fit_saving_and_loading  # noqa: E402
 from rank_checks import expect_error, run_main  # noqa: E402
 
@@ -112,9 +113,7 @@ def check_second_import_path():
     assert hvd_tf_keras.load_model is hvd.load_model and hvd_tf_keras.rank() == hvd.rank()
 
 
-def check_parity(rank, size, directory, fit_and_saving=True):
-    """Every parity check; keras_ranks.py runs them too, in the same launch as the
-    frontend's checks for its backend."""
+def check_keras_line():
     if LEGACY:
         import tensorflow as tf
         import tf_keras
@@ -123,23 +122,27 @@ def check_parity(rank, size, directory, fit_and_saving=True):
         assert tf_keras.__version__.startswith("2."), tf_keras.__version__
     else:
         assert keras.__version__.startswith("3."), keras.__version__
-    check_second_import_path()
-    check_aggregation(rank, size, average=False)
-    check_aggregation(rank, size, average=True)
-    check_config_round_trip(rank, size)
+
+
+def run_parity_checks(rank, size, directory):
+    """Every parity check (those of TensorFlow's only on its backend); keras_ranks.py
+    runs them too, in the same launch as the frontend's checks for its backend."""
+    check(check_keras_line)
+    check(check_second_import_path)
+    check("aggregation_summed", check_aggregation, rank, size, average=False)
+    check("aggregation_averaged", check_aggregation, rank, size, average=True)
+    check(check_config_round_trip, rank, size)
     if backend_name() == "tensorflow":
         from keras_parity_tensorflow import check_partial_tape, check_sync_batch_norm
 
-        check_sync_batch_norm(rank, size)
-        check_partial_tape(rank, size)
-    if fit_and_saving:
-        check_fit_saving_and_loading(rank, size, directory)
-    print(f"rank {rank}: Horovod parity checks passed", flush=True)
+        check(check_sync_batch_norm, rank, size)
+        check(check_partial_tape, rank, size)
+    check(check_fit_saving_and_loading, rank, size, directory)
 
 
 def main():
     hvd.init()
-    check_parity(hvd.rank(), hvd.size(), sys.argv[1], fit_and_saving=sys.argv[2:] != ["quick"])
+    run_parity_checks(hvd.rank(), hvd.size(), sys.argv[1])
     hvd.shutdown()
 
 

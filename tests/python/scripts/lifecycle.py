@@ -1,9 +1,11 @@
 """Ops before init() and after shutdown() fail clearly; shutdown() with ops pending
-fails their handles instead of hanging; init() and shutdown() are idempotent."""
+fails their handles instead of hanging; init() and shutdown() are idempotent. Each a
+named check (scripts/checks.py)."""
 
 import time
 
 import numpy as np
+from checks import check
 from rank_checks import expect_error, run_main, world_rank, world_size
 
 import lockstep
@@ -69,17 +71,21 @@ def check_ops_after_idle(rank, size):
         assert total.tolist() == [expected] * 3, f"allreduce after idle round {round_index}: {total}"
 
 
-def main():
-    rank, size = world_rank(), world_size()
-    check_uninitialized_everything("before init()", NOT_INITIALIZED)
+def check_init_is_idempotent(rank, size):
     hvd.init()
     hvd.init()
     assert hvd.is_initialized() and hvd.rank() == rank and hvd.size() == size, "init() worked"
     total = hvd.allreduce(np.full(2, rank, np.int32), op=hvd.Sum)
     assert total.tolist() == [sum(range(size))] * 2, f"allreduce before shutdown: {total}"
-    check_ops_after_idle(rank, size)
-    check_shutdown_with_pending_ops(rank, size)
-    check_uninitialized_everything("after shutdown()", SHUT_DOWN)
+
+
+def main():
+    rank, size = world_rank(), world_size()
+    check("ops_before_init_fail_clearly", check_uninitialized_everything, "before init()", NOT_INITIALIZED)
+    check(check_init_is_idempotent, rank, size)
+    check(check_ops_after_idle, rank, size)
+    check(check_shutdown_with_pending_ops, rank, size)
+    check("ops_after_shutdown_fail_clearly", check_uninitialized_everything, "after shutdown()", SHUT_DOWN)
 
 
 if __name__ == "__main__":

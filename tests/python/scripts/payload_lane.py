@@ -6,10 +6,11 @@ process set inside a larger job.
 
 Each case runs twice under one name: the first call is negotiated in full and always
 takes the data collective, the second comes from the response cache and rides where
-it can; the two must agree bit for bit. Rank r writes every second result to
+it can; the two must agree bit for bit. Each behaviour is a named check
+(scripts/checks.py). Rank r writes every second result, by check and case, to
 OUTDIR/results.<r>.pickle (the test compares a run with the lane against one
-without) and rank 0 writes OUTDIR/expected_rides.json: the names that must have
-ridden (the test reads which did from rank 0's timeline).
+without) and rank 0 writes OUTDIR/expected_rides.json: by check, the names that
+must have ridden (the test reads which did from rank 0's timeline).
 
     payload_lane.py OUTDIR      (LOCKSTEP_NEGOTIATION_PAYLOAD_BYTES picks the lane)
 """
@@ -21,6 +22,7 @@ import sys
 import time
 
 import numpy as np
+from checks import check
 from rank_checks import ALL_DTYPES, BOOL, FLOAT_DTYPES, assert_equal, run_main
 
 import lockstep.numpy as hvd
@@ -95,7 +97,8 @@ def _prescaled(values, factor):
     return np.trunc(values.astype(np.float64) * factor)
 
 
-def every_dtype_op_and_size(cases, size):
+def check_every_dtype_op_and_size(rank, size):
+    cases = Cases(rank, size)
     seed = 0
     for dtype in ALL_DTYPES:
         full = SIZES_FOR // dtype.itemsize
@@ -110,9 +113,11 @@ def every_dtype_op_and_size(cases, size):
                     inputs = [inputs_for(dtype, count, op_name, r, seed) for r in range(size)]
                     name = f"lane.{dtype.name}.{op_name}.{count}.{prescale}.{postscale}"
                     cases.run(name, inputs, op_name, prescale, postscale)
+    return cases
 
 
-def fallbacks_and_timing(cases, rank, size):
+def check_fallbacks(rank, size):
+    cases = Cases(rank, size)
     # NaN on one rank: its lane stays empty, so the sum takes the data path.
     nan = [np.array([1.0, 2.0], np.float32) for _ in range(size)]
     nan[size - 1][1] = np.nan
@@ -120,12 +125,21 @@ def fallbacks_and_timing(cases, rank, size):
     # Zeros of both signs: Max could return either, so it does not ride.
     zeros = [np.array([-0.0 if r % 2 else 0.0, 3.0], np.float64) for r in range(size)]
     cases.run("lane.zero_max", zeros, "Max")
+    return cases
+
+
+def check_late_rank(rank, size):
+    cases = Cases(rank, size)
     # One rank submits late: the others wait carrying it, and it rides once all have it.
     late = [np.full(4, 100 + r, np.int8) for r in range(size)]
     out = cases.run("lane.late", late, "Sum", late=True)
     assert_equal(out, np.full(4, sum(100 + r for r in range(size)) % 256, np.uint8).view(np.int8), "late")
-    # Ranks carrying different tensors: rank 0 has a before b, the others b before a;
-    # the lane empties while they disagree and the results stay exact.
+    return cases
+
+
+def check_ranks_carrying_different_tensors(rank, size):
+    # Rank 0 has a before b, the others b before a; the lane empties while they
+    # disagree and the results stay exact.
     a = [np.array([r + 1], np.int32) for r in range(size)]
     b = [np.array([10 * (r + 1)], np.int32) for r in range(size)]
     for _ in range(3):
@@ -137,7 +151,10 @@ def fallbacks_and_timing(cases, rank, size):
         second = hvd.allreduce_async(order[1][1][rank], op=hvd.Sum, name=order[1][0])
         assert_equal(hvd.synchronize(first), np.array([sum(x[0] for x in order[0][1])], np.int32), "cross first")
         assert_equal(hvd.synchronize(second), np.array([sum(x[0] for x in order[1][1])], np.int32), "cross second")
-    # In place, through allreduce_.
+
+
+def check_in_place(rank, size):
+    # Through allreduce_.
     in_place = [np.array([1.25 * (r + 1), -3.5], np.float32) for r in range(size)]
     buffer = in_place[rank].copy()
     hvd.allreduce_(buffer, op=hvd.Max, name="lane.in_place")
@@ -145,31 +162,39 @@ def fallbacks_and_timing(cases, rank, size):
     assert_equal(buffer, np.array([1.25 * size, -3.5], np.float32), "in place")
 
 
-def two_rank_set(cases, rank, size):
+def check_two_rank_set(rank, size):
     """A float sum rides on a set of 2 inside a job of 3 (the set's own exchange, and
     the 2-rank rule counts the set's ranks)."""
+    cases = Cases(rank, size)
     pair = hvd.add_process_set([0, 1])
     if rank <= 1:
         inputs = [np.array([0.1, 1e8, -7.25], np.float32) * (r + 1) for r in range(2)]
         cases.run("lane.pair.sum", inputs, "Sum", process_set=pair, set_size=2)
     hvd.remove_process_set(pair)
+    return cases
 
 
 def main():
     out_dir = sys.argv[1]
     hvd.init()
     rank, size = hvd.rank(), hvd.size()
-    cases = Cases(rank, size)
-    every_dtype_op_and_size(cases, size)
-    fallbacks_and_timing(cases, rank, size)
+    # The cases of each check that ran them (a check left out or failed returns None).
+    cases = {
+        "every_dtype_op_and_size": check(check_every_dtype_op_and_size, rank, size),
+        "fallbacks": check(check_fallbacks, rank, size),
+        "late_rank": check(check_late_rank, rank, size),
+    }
+    check(check_ranks_carrying_different_tensors, rank, size)
+    check(check_in_place, rank, size)
     if size >= 3:
-        two_rank_set(cases, rank, size)
+        cases["two_rank_set"] = check(check_two_rank_set, rank, size)
+    cases = {name: ran for name, ran in cases.items() if ran is not None}
     hvd.shutdown()  # closes rank 0's timeline
     with open(os.path.join(out_dir, f"results.{rank}.pickle"), "wb") as stream:
-        pickle.dump(cases.results, stream)
+        pickle.dump({name: ran.results for name, ran in cases.items()}, stream)
     if rank == 0:
         with open(os.path.join(out_dir, "expected_rides.json"), "w") as stream:
-            json.dump(cases.expected_rides, stream)
+            json.dump({name: ran.expected_rides for name, ran in cases.items()}, stream)
 
 
 if __name__ == "__main__":

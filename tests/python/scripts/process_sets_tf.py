@@ -7,6 +7,7 @@ import os
 
 import numpy as np
 import tensorflow as tf
+from checks import check
 from rank_checks import expect_error, run_main
 
 import lockstep.tensorflow as hvd
@@ -73,21 +74,16 @@ def check_function_and_gradients(me, ps, size):
     assert_equal(v.numpy(), np.array([float(ps.ranks[0])], np.float32), "broadcast_variables on the set")
 
 
-def main():
-    size = int(os.environ["OMPI_COMM_WORLD_SIZE"])
-    even = hvd.ProcessSet([r for r in range(size) if r % 2 == 0])
-    hvd.init(process_sets=[even])
-    odd = hvd.add_process_set([r for r in range(size) if r % 2 == 1])
-    me = hvd.rank()
-    mine, other = (even, odd) if me % 2 == 0 else (odd, even)
+def check_topology_ops(mine, other):
     assert int(hvd.process_set_included_op(mine.process_set_id)) == 1
     assert int(hvd.process_set_included_op(other.process_set_id)) == 0
     assert int(hvd.size_op(mine.process_set_id)) == len(mine.ranks)
     # Horovod's code for a set that is not registered, when the op runs.
     assert int(hvd.process_set_included_op(99)) == -3
     assert int(hvd.size_op(99)) == -3
-    check_eager_collectives(me, mine)
-    check_function_and_gradients(me, mine, size)
+
+
+def check_op_from_outside_a_set_fails(me, other):
     expect_error(
         tf.errors.InvalidArgumentError,
         [f"rank {me} is not in it"],
@@ -95,7 +91,24 @@ def main():
         tf.constant([1.0]),
         process_set=other,
     )
+
+
+def check_global_op(me, size):
     assert_equal(hvd.allreduce(tf.constant([me]), op=hvd.Sum).numpy(), np.array([sum(range(size))]), "global op")
+
+
+def main():
+    size = int(os.environ["OMPI_COMM_WORLD_SIZE"])
+    even = hvd.ProcessSet([r for r in range(size) if r % 2 == 0])
+    hvd.init(process_sets=[even])
+    odd = hvd.add_process_set([r for r in range(size) if r % 2 == 1])
+    me = hvd.rank()
+    mine, other = (even, odd) if me % 2 == 0 else (odd, even)
+    check(check_topology_ops, mine, other)
+    check(check_eager_collectives, me, mine)
+    check(check_function_and_gradients, me, mine, size)
+    check(check_op_from_outside_a_set_fails, me, other)
+    check(check_global_op, me, size)
 
 
 if __name__ == "__main__":

@@ -9,12 +9,13 @@ import os
 
 import numpy as np
 import tensorflow as tf
+from checks import check
 from rank_checks import expect_error, run_main
 
 import lockstep.tensorflow as hvd
 
 
-def check_cycle(cycle, size, stale):
+def run_cycle(cycle, size, stale):
     even = hvd.ProcessSet([r for r in range(size) if r % 2 == 0])
     hvd.init(process_sets=[even])
     me = hvd.rank()
@@ -24,25 +25,37 @@ def check_cycle(cycle, size, stale):
     def on_set(x, process_set):
         return hvd.allreduce(x, op=hvd.Sum, process_set=process_set)
 
-    for process_set in (even, pair):
+    check(check_ops_and_gradients_on_sets, me, cycle, on_set, (even, pair))
+    if stale:
+        check(check_sets_of_the_previous_cycle_are_refused, stale)
+    check(check_a_removed_set_is_refused, on_set, pair)
+    hvd.barrier()
+    hvd.shutdown()
+    return [even, pair]
+
+
+def check_ops_and_gradients_on_sets(me, cycle, on_set, process_sets):
+    for process_set in process_sets:
         if process_set.included():
             total = on_set(tf.constant([float(me)]), process_set).numpy()
             assert total.tolist() == [float(sum(process_set.ranks))], (cycle, process_set, total)
             check_gradient(me, process_set, cycle)
         else:
             expect_error(tf.errors.InvalidArgumentError, ["not in"], on_set, tf.constant([1.0]), process_set)
-    for old in stale:  # sets of the previous cycle: gone with its shutdown
+
+
+def check_sets_of_the_previous_cycle_are_refused(stale):
+    for old in stale:  # gone with its shutdown
         expect_error(TypeError, ["not registered"], hvd.allreduce, tf.constant([1.0]), process_set=old)
         expect_error(ValueError, ["not registered"], hvd.allgather, tf.constant([1.0]), process_set=old)
 
+
+def check_a_removed_set_is_refused(on_set, pair):
     built = on_set.get_concrete_function(tf.TensorSpec([1], tf.float32), pair) if pair.included() else None
     hvd.remove_process_set(pair)
     expect_error(TypeError, ["not registered"], hvd.broadcast, tf.constant([1.0]), 0, process_set=pair)
     if built is not None:  # the graph still names the removed set's id
         expect_error(tf.errors.InvalidArgumentError, [], built, tf.constant([1.0]))
-    hvd.barrier()
-    hvd.shutdown()
-    return [even, pair]
 
 
 def check_gradient(me, process_set, cycle):
@@ -62,8 +75,8 @@ def check_gradient(me, process_set, cycle):
 def main():
     size = int(os.environ["OMPI_COMM_WORLD_SIZE"])
     stale = []
-    for cycle in range(2):
-        stale = check_cycle(cycle, size, stale)
+    for cycle in range(2):  # each check reports once a cycle (the previous cycle's sets: the second)
+        stale = run_cycle(cycle, size, stale)
 
 
 if __name__ == "__main__":

@@ -3,12 +3,13 @@ documented behaviour: its error types, its scaling arithmetic bit for bit, group
 allgather/reducescatter with their gradients, sparse allreduce, Adasum, alltoall's
 splits forms, join(device) and broadcast while a rank has joined.
 
-Every check is a function run(rank, size) can call on its own (the suite runs
-each in its own job, so one failure cannot leave the other checks hanging)."""
+run(rank, size) runs each as a named check (scripts/checks.py); LOCKSTEP_CHECKS picks
+some (adasum_levels needs 4, 8, ... ranks)."""
 
 import numpy as np
 import torch
 import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
+from checks import check
 from rank_checks import expect_error, horovod_scale
 from torch_checks import NUMERIC_DTYPES, NUMPY_DTYPES, assert_tensor_equal, to_numpy
 
@@ -219,7 +220,7 @@ def check_adasum_allreduce(rank, size):
         expect_error(NotImplementedError, ["adasum"], hvd.grouped_allreduce, [torch.ones(3)], op=hvd.Adasum)
         return
 
-    def check(result, expected, what):
+    def compare(result, expected, what):
         # Exact at 2 ranks, where small integers keep every dot product exact; beyond,
         # later levels combine non-integers, whose sums depend on the order.
         if size == 2:
@@ -236,7 +237,7 @@ def check_adasum_allreduce(rank, size):
                 for r in range(size)
             ]
             expected = adasum_tree_reference(everyone, NUMPY_DTYPES[dtype]).reshape(shape)
-            check(
+            compare(
                 hvd.allreduce(mine.to(dtype), op=hvd.Adasum, name=f"adasum.{dtype}.{shape}"),
                 expected,
                 f"Adasum {dtype} {shape}",
@@ -251,10 +252,10 @@ def check_adasum_allreduce(rank, size):
     group = [same * (rank + 1), basis]
     reduced = hvd.grouped_allreduce(group, op=hvd.Adasum, prescale_factor=2.0, postscale_factor=0.5)
     first = adasum_tree_reference([2.0 * same.double() * (r + 1) for r in range(size)], np.float32) * np.float32(0.5)
-    check(reduced[0], first, "grouped Adasum tensor 0")
+    compare(reduced[0], first, "grouped Adasum tensor 0")
     assert_tensor_equal(reduced[1], torch.arange(1.0, size + 1), "grouped Adasum tensor 1")
     half = hvd.allreduce(torch.tensor([1.0, 2.0], dtype=torch.float16) * (rank + 1), op=hvd.Adasum)
-    check(
+    compare(
         half, adasum_tree_reference([np.array([1.0, 2.0]) * (r + 1) for r in range(size)], np.float16), "Adasum float16"
     )
     expect_error(
@@ -336,14 +337,13 @@ def check_join_device_and_broadcast_while_joined(rank, size):
     assert_tensor_equal(result, torch.full((2,), float(size)), "allreduce after join")
 
 
-CHECKS = {
-    "error_types": check_error_types,
-    "scaling": check_scaling_is_horovods,
-    "grouped_allgather": check_grouped_allgather,
-    "grouped_reducescatter": check_grouped_reducescatter,
-    "sparse_allreduce": check_sparse_allreduce,
-    "adasum_allreduce": check_adasum_allreduce,
-    "adasum_levels": check_adasum_levels,
-    "alltoall_splits": check_alltoall_splits_forms,
-    "join": check_join_device_and_broadcast_while_joined,
-}
+def run(rank, size):
+    check(check_error_types, rank, size)
+    check("scaling", check_scaling_is_horovods, rank, size)
+    check(check_grouped_allgather, rank, size)
+    check(check_grouped_reducescatter, rank, size)
+    check(check_sparse_allreduce, rank, size)
+    check(check_adasum_levels, rank, size)  # 4, 8, ... ranks; before adasum_allreduce, as the 4-rank job ran them
+    check(check_adasum_allreduce, rank, size)
+    check("alltoall_splits", check_alltoall_splits_forms, rank, size)
+    check("join", check_join_device_and_broadcast_while_joined, rank, size)

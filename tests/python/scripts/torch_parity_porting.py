@@ -6,6 +6,7 @@ import warnings
 
 import torch
 import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
+from checks import check
 from rank_checks import expect_error
 from torch import nn
 from torch_checks import assert_identical_across_ranks
@@ -118,9 +119,8 @@ def check_gradients_after_state_broadcast(rank, size):
         assert_identical_across_ranks(hvd, list(model.parameters()), f"trained after {cls.__name__} broadcast")
 
 
-CHECKS = {
-    "alltoall_splits_type": check_alltoall_splits_type,
-    "parameter_names": check_parameter_names,
-    "double_synchronize_warning": check_double_synchronize_warning,
-    "gradients_after_state_broadcast": check_gradients_after_state_broadcast,
-}
+def run(rank, size):
+    check(check_alltoall_splits_type, rank, size)
+    check(check_parameter_names, rank, size)
+    check(check_double_synchronize_warning, rank, size)
+    check(check_gradients_after_state_broadcast, rank, size)

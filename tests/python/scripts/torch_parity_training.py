@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import torch
 import torch_checks  # noqa: F401 - sets one thread per rank before torch loads
+from checks import check
 from rank_checks import expect_error
 from torch import nn
 from torch_checks import assert_close, assert_identical_across_ranks, assert_tensor_equal
@@ -263,10 +264,9 @@ def check_optimizer_protocol(rank, size):
         expect_error(AssertionError, ["skip_synchronize"], adasum.skip_synchronize)
 
 
-CHECKS = {
-    "sparse_embeddings": check_sparse_embeddings,
-    "adasum_optimizer": check_adasum_optimizer,
-    "broadcast_optimizer_state": check_broadcast_optimizer_state_all,
-    "unnamed_parameters": check_names_without_named_parameters,
-    "optimizer_protocol": check_optimizer_protocol,
-}
+def run(rank, size):
+    check(check_sparse_embeddings, rank, size)
+    check(check_adasum_optimizer, rank, size)
+    check("broadcast_optimizer_state", check_broadcast_optimizer_state_all, rank, size)
+    check("unnamed_parameters", check_names_without_named_parameters, rank, size)
+    check(check_optimizer_protocol, rank, size)
