@@ -175,7 +175,8 @@ def test_a_watchdog_abort_names_the_lost_hosts_and_starts_the_end_grace():
 def test_mpi_reported_failures_blame_their_hosts_unless_the_rank_aborted_itself():
     """Under ULFM MPI tells the survivors which process failed. A rank whose collective
     watchdog called MPI_Abort is reported failed too (seen in a clean-clone CI run,
-    where node1 was blacklisted for rank 0's abort): its host is not to blame."""
+    where node1 was blacklisted for rank 0's abort), and so is any rank the abort
+    killed: their hosts are not to blame."""
     from lockstep.launcher import elastic_supervisor
 
     watchdog = (
@@ -184,11 +185,32 @@ def test_mpi_reported_failures_blame_their_hosts_unless_the_rank_aborted_itself(
     )
     lost = "[lockstep-elastic] rank {} exits (76): peer lost: MPI_Allreduce: {} (MPI reports the process failed)"
     aborted = [watchdog, lost.format(3, "rank 0 on node1 was lost")]
+    # Rank 1 killed by rank 0's abort before rank 3 noticed: a consequence, not a verdict.
+    killed_by_the_abort = [watchdog, lost.format(3, "rank 1 on node1 was lost")]
+    named_with_the_aborting_rank = [lost.format(2, "ranks 0, 1 on node1 were lost"), watchdog]
     killed = [lost.format(1, "rank 2 on node2; ranks 3, 4 on node3 were lost")]
-    for lines, blamed in ((aborted, {"node3"}), (killed, {"node2", "node3"})):
+    killed_before_an_abort = [lost.format(1, "rank 2 on node2 was lost"), watchdog]
+    cases = (
+        (aborted, {"node3"}),
+        (killed_by_the_abort, {"node3"}),
+        (named_with_the_aborting_rank, {"node3"}),
+        (killed, {"node2", "node3"}),
+        (killed_before_an_abort, {"node2", "node3"}),
+    )
+    for lines, blamed in cases:
         script = "; ".join(f"echo '{line}'" for line in lines)
         outcome = elastic_supervisor.JobWatcher(["sh", "-c", script + "; exit 76"], None).finish()
         assert outcome.peer_lost and outcome.blamed == blamed, lines
+    # lockstep's own error lines on a rank whose recovery in process did not complete.
+    error = "[lockstep rank 3] error: MPI_Allreduce: {} (MPI reports the process failed)"
+    for lines, lost_hosts in (
+        ([watchdog, error.format("rank 1 on node1 was lost")], set()),
+        ([error.format("rank 2 on node2 was lost"), watchdog], {"node2"}),
+    ):
+        script = "; ".join(f"echo '{line}' >&2" for line in lines)
+        watcher = elastic_supervisor.JobWatcher(["sh", "-c", script + "; exit 76"], None)
+        watcher.finish()
+        assert watcher.hosts_mpi_lost() == lost_hosts, lines
 
 
 def test_recoveries_in_process_blacklist_the_lost_hosts_and_count_as_resets():

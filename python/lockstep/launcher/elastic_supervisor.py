@@ -93,7 +93,8 @@ class JobWatcher:
         self.outcome = JobOutcome(returncode=None)
         self.verdicts, self.guesses = set(), set()
         # Under ULFM a rank that ends the job with MPI_Abort (its collective watchdog)
-        # is reported failed by MPI on the others: that is no verdict on its host.
+        # is reported failed by MPI on the others, and so is any rank the abort killed
+        # before the report was made: no verdict on their hosts (see _mpi_reported).
         self.aborting_ranks, self.reported_failed = set(), []
         self.recoveries = []  # [(host, slots)] after each recovery in process, in order
         self.every_rank_ready = False  # rank 0 saw every rank past its handlers' install
@@ -125,9 +126,7 @@ class JobWatcher:
                 self.outcome.blamed.add(killed.group(1))
             if _MPI_REPORTED in line and _LOCKSTEP_ERROR.search(line):
                 named = line.split(_MPI_REPORTED, 1)[0]
-                self.mpi_lost += [
-                    ({int(rank) for rank in ranks.split(",")}, host) for ranks, host in _RANKS_ON_HOST.findall(named)
-                ]
+                self.mpi_lost.append(self._mpi_report(named))
             watchdog = _WATCHDOG.search(line)
             if watchdog:
                 self._note_watchdog(line, int(watchdog.group(1)))
@@ -167,9 +166,7 @@ class JobWatcher:
             # A loss that MPI itself reports (ULFM) is known alike on every rank.
             named = report.split("peer lost:", 1)[-1]
             if _MPI_REPORTED in named:
-                self.reported_failed += [
-                    ({int(rank) for rank in ranks.split(",")}, host) for ranks, host in _RANKS_ON_HOST.findall(named)
-                ]
+                self.reported_failed.append(self._mpi_report(named))
             else:
                 from_rank_0 = "as rank 0 found" in report or re.match(r"\s*rank 0 exits", report)
                 (self.verdicts if from_rank_0 else self.guesses).update(_BLAMED.findall(named))
@@ -201,11 +198,28 @@ class JobWatcher:
             everyone = len(self.leaving) + stranded >= sum(slots for _, slots in assignment)
         return ACCOUNTED_END_GRACE_SECONDS if everyone else END_GRACE_SECONDS
 
+    def _mpi_report(self, named):
+        """One report of failed processes from MPI: (after an abort began, [(ranks, host)]);
+        the lock is held."""
+        groups = [({int(rank) for rank in ranks.split(",")}, host) for ranks, host in _RANKS_ON_HOST.findall(named)]
+        return bool(self.aborting_ranks), groups
+
+    def _mpi_reported_hosts(self, reports):
+        """The hosts of the processes MPI reported failed, less those of reports that an
+        abort may have caused: made once a rank's watchdog called MPI_Abort, or naming
+        such a rank (the abort kills every rank, and MPI reports them in any order; a
+        clean-clone CI run once blacklisted node1 for rank 1, killed by rank 0's abort)."""
+        hosts = set()
+        for after_abort, groups in reports:
+            named = set().union(*(ranks for ranks, _ in groups))
+            if not after_abort and not named & self.aborting_ranks:
+                hosts |= {host for _, host in groups}
+        return hosts
+
     def hosts_mpi_lost(self):
-        """The hosts (host list names) whose processes MPI reported failed to lockstep,
-        less ranks that ended the job themselves (MPI_Abort)."""
+        """The hosts (host list names) whose processes MPI reported failed to lockstep."""
         with self.lock:
-            return {self.aliases.get(host, host) for ranks, host in self.mpi_lost if not ranks <= self.aborting_ranks}
+            return {self.aliases.get(host, host) for host in self._mpi_reported_hosts(self.mpi_lost)}
 
     def all_ready(self, num_proc):
         """Whether every rank may be signalled: each said so, or rank 0 did for all (a
@@ -245,7 +259,7 @@ class JobWatcher:
         for thread in self._threads:
             thread.join(timeout=10)
         self.outcome.returncode = self.process.returncode
-        failed = {host for ranks, host in self.reported_failed if not ranks <= self.aborting_ranks}
+        failed = self._mpi_reported_hosts(self.reported_failed)
         blamed = (self.verdicts | failed) or self.guesses
         # Blame names MPI's machine names, the blacklist the host list's.
         self.outcome.blamed = {self.aliases.get(host, host) for host in self.outcome.blamed | blamed}
