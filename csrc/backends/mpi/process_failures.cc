@@ -115,6 +115,12 @@ int StartAgreement(MPI_Comm, int*, MPI_Request*) { return MPI_ERR_UNSUPPORTED_OP
 
 std::string DescribeKnownFailure(MPI_Comm comm, const std::vector<std::string>& hostnames) {
   if (comm == MPI_COMM_NULL || !SurvivesProcessFailures()) return "";
+  // MPI learns of a failure (its detector's heartbeats) and of a peer's revocation only
+  // while some call drives its progress: a rank waiting on shared memory alone once
+  // waited here for good while the others had revoked. A probe drives it and takes
+  // no message.
+  int pending = 0;
+  MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &pending, MPI_STATUS_IGNORE);
   const std::vector<int> failed = KnownFailed(comm);
   if (failed.empty() && !IsRevoked(comm)) return "";
   Revoke(comm);  // as after an MPI error: every survivor's calls on it fail now

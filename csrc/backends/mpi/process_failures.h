@@ -28,8 +28,9 @@ std::string DescribeLostProcesses(int mpi_error, MPI_Comm comm,
 std::string ErrorText(int mpi_error);
 
 // Without waiting: as DescribeLostProcesses for a failure of a process of `comm` that
-// MPI already knows of, or a revocation of `comm` by a peer; "" while there is none.
-// For waits that no MPI call watches (shared memory).
+// MPI knows of, or a revocation of `comm` by a peer; "" while there is none. For waits
+// that no MPI call watches (shared memory): it drives MPI's progress, so that MPI can
+// learn of them, with a probe that takes no message.
 std::string DescribeKnownFailure(MPI_Comm comm, const std::vector<std::string>& hostnames);
 
 // Rank r of `comm`'s host, from every rank of `world_comm`'s host (`comm` is part of it).
