@@ -54,39 +54,15 @@ ShmAllreduce::ShmAllreduce(MPI_Comm comm, int64_t max_bytes, bool cores_shared,
   // Every rank computes the same answer, so all of them go on (or not) together.
   if (size_ != world || size_ < 2 || max_bytes_ <= 0) return;
 
-  MPI_Info info;
-  MPI_Info_create(&info);
-  MPI_Info_set(info, "alloc_shared_noncontig", "true");  // each rank's part on its own pages
-  char* base = nullptr;
   // Counters, then two slots per rank: consecutive runs alternate, so a rank may start
   // filling the next run's slot while slower ranks still read this one.
-  const int rc = MPI_Win_allocate_shared(alignof(Counters) + kHeaderBytes + 2 * max_bytes_, 1, info,
-                                         comm_, &base, &window_);
-  MPI_Info_free(&info);
-  int ok = rc == MPI_SUCCESS, all_ok = 0;
-  MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm_);
-  if (!all_ok) {
-    if (rc == MPI_SUCCESS) MPI_Win_free(&window_);
-    window_ = MPI_WIN_NULL;
-    return;
-  }
+  auto segment = std::make_unique<SharedSegment>(comm_, kHeaderBytes + 2 * max_bytes_);
+  if (!segment->Mapped()) return;  // the same answer on every rank
+  segment_ = std::move(segment);
   bases_.resize(size_);
-  for (int r = 0; r < size_; ++r) {
-    MPI_Aint bytes = 0;
-    int unit = 0;
-    void* peer = nullptr;
-    Check(MPI_Win_shared_query(window_, r, &bytes, &unit, &peer), "MPI_Win_shared_query");
-    // Open MPI's parts need not start on a cache line (one began 8 bytes past one). Every
-    // process maps the window page-aligned, so rounding the address up lands on the
-    // same offset of the part in all of them.
-    const auto address = reinterpret_cast<std::uintptr_t>(peer);
-    bases_[r] = static_cast<char*>(peer) + (-address & (alignof(Counters) - 1));
-  }
-  MPI_Win_set_errhandler(window_, MPI_ERRORS_RETURN);
-  // A passive epoch for the window's lifetime: loads and stores go straight to shared
-  // memory, ordered by the counters' acquire and release (lock-free atomics work across
-  // processes that map the same memory).
-  Check(MPI_Win_lock_all(MPI_MODE_NOCHECK, window_), "MPI_Win_lock_all");
+  for (int r = 0; r < size_; ++r) bases_[r] = segment_->Part(r);  // page-aligned
+  // Loads and stores go straight to shared memory, ordered by the counters' acquire
+  // and release (lock-free atomics work across processes that map the same memory).
   static_assert(std::atomic<uint64_t>::is_always_lock_free, "counters must be lock-free");
   Counters* own = new (bases_[rank_]) Counters;
   own->arrived.value.store(0);
@@ -97,13 +73,11 @@ ShmAllreduce::ShmAllreduce(MPI_Comm comm, int64_t max_bytes, bool cores_shared,
 }
 
 ShmAllreduce::~ShmAllreduce() {
+  // The segment is unmapped here alone (a rank that shuts down never waits for ranks
+  // that have not); the communicator is freed if MPI still runs.
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (finalized) return;
-  // The window itself stays until MPI_Finalize: freeing it is collective, and a rank
-  // that shuts down must never wait for ranks that have not. It is 2 chunks per rank.
-  if (window_ != MPI_WIN_NULL) MPI_Win_unlock_all(window_);
-  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
 char* ShmAllreduce::Slot(int rank) const {

@@ -1,4 +1,4 @@
-// Allreduce through a shared-memory window, for jobs whose ranks all share one host.
+// Allreduce through shared memory (a SharedSegment), for jobs whose ranks all share one host.
 // Each rank copies its chunk into its own slot and raises its "arrived" counter; once
 // all have, each rank reduces the whole chunk itself. Larger chunks are split instead:
 // each rank copies in the segments the others reduce, reduces its own segment into its
@@ -14,9 +14,11 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "backends/mpi/shared_segment.h"
 #include "lockstep/types.h"
 
 namespace lockstep {
@@ -27,7 +29,7 @@ class ShmAllreduce {
   using FailureCheck = std::function<std::string()>;
 
   // Collective over `comm`. Usable() is false when the ranks span several hosts or the
-  // window cannot be created; the caller then stays with MPI. `cores_shared`: this host
+  // shared memory cannot be mapped; the caller then stays with MPI. `cores_shared`: this host
   // runs more ranks than it has cores, so a waiting rank yields its core between polls.
   // `failure_check` (optional) is asked now and then while a wait sleeps: what it
   // returns ends the wait with PeerTimeout (no MPI call would notice a dead peer here).
@@ -37,7 +39,7 @@ class ShmAllreduce {
   ShmAllreduce(const ShmAllreduce&) = delete;
   ShmAllreduce& operator=(const ShmAllreduce&) = delete;
 
-  bool Usable() const { return window_ != MPI_WIN_NULL; }
+  bool Usable() const { return segment_ != nullptr; }
   int64_t max_bytes() const { return max_bytes_; }
 
   // input may equal output. count * element size must not exceed max_bytes().
@@ -49,7 +51,7 @@ class ShmAllreduce {
                   const std::function<void(void*)>& across_hosts);
 
  private:
-  // Each rank's progress through its runs, in its own part of the window, one cache
+  // Each rank's progress through its runs, in its own part of the segment, one cache
   // line per counter so that pollers of one do not disturb the writer of another.
   struct alignas(128) Counter {
     std::atomic<uint64_t> value;
@@ -77,8 +79,8 @@ class ShmAllreduce {
   char* Slot(int rank) const;
   Counters& CountersOf(int rank) const;
 
-  MPI_Comm comm_ = MPI_COMM_NULL;  // this host's ranks (all of the job's)
-  MPI_Win window_ = MPI_WIN_NULL;
+  MPI_Comm comm_ = MPI_COMM_NULL;           // this host's ranks (all of the job's)
+  std::unique_ptr<SharedSegment> segment_;  // null unless every rank mapped it
   int rank_ = 0;
   int size_ = 1;
   int64_t max_bytes_ = 0;
