@@ -2,13 +2,15 @@
 optimizer state (torch), and what a recovery costs (from killing a host's ranks to
 the first training step after it).
 
-    # commit: 2 ranks on this machine
-    mpirun --allow-run-as-root -np 2 .venv/bin/python benchmarks/studies/bench_elastic.py commit [--rounds 10]
+    # commit: 2 ranks on this machine (--with-ft ulfm: with the agreement before each commit)
+    mpirun --allow-run-as-root [--with-ft ulfm] -np 2 .venv/bin/python \
+        benchmarks/studies/bench_elastic.py commit [--rounds 10]
     # recovery: 5 ranks on the pretend cluster (root), a host killed, the job goes on on 4
     # (in process and by a restart, alternating)
     sudo .venv/bin/python benchmarks/studies/bench_elastic.py recovery [--rounds 3]
 
 Commit figures per round, medians over rounds, on rank 0 (the host's writer):
+`copy` is a plain clone of every tensor of that state (the floor for a commit),
 `save` is State.save() (deep copies of the model's and the optimizer's state_dicts,
 what restore() returns to), `commit` is all that the training thread waits for in
 state.commit() (save, handing the copy to the writer thread, and the one-broadcast
@@ -37,6 +39,7 @@ def bench_commit(rounds):
     from resnet50_model import ResNet50
 
     import lockstep.torch as hvd
+    from lockstep.common import basics
     from lockstep.common.elastic import environment
     from lockstep.common.elastic.store import CommitStore
 
@@ -52,8 +55,18 @@ def bench_commit(rounds):
     root = tempfile.mkdtemp(prefix="lockstep-bench-elastic-", dir="/dev/shm") if hvd.rank() == 0 else None
     store = CommitStore(root, environment.job_id(), secrets.token_bytes(32)) if hvd.rank() == 0 else None
     state._store = store
-    times = {"save": [], "commit": [], "write": [], "resume": []}
+    # As elastic.run sets it where survivors recover in process (mpirun --with-ft ulfm).
+    state._agree_before_commit = basics.can_recover_in_process()
+    tensors = [*model.state_dict().values()]
+    tensors += [value for entry in optimizer.state_dict()["state"].values() for value in entry.values()]
+    tensors = [tensor for tensor in tensors if torch.is_tensor(tensor)]
+    times = {"copy": [], "save": [], "commit": [], "write": [], "resume": []}
     for _ in range(rounds):
+        hvd.barrier()
+        started = time.perf_counter()
+        copies = [tensor.clone() for tensor in tensors]
+        times["copy"].append(time.perf_counter() - started)
+        del copies
         hvd.barrier()
         started = time.perf_counter()
         state.save()
@@ -77,7 +90,7 @@ def bench_commit(rounds):
         size /= len(os.listdir(store.directory))
         print(
             f"ResNet-50 + SGD momentum state, {hvd.size()} ranks, {rounds} rounds; commit file "
-            f"{size / 2**20:.0f} MiB on /dev/shm"
+            f"{size / 2**20:.0f} MiB on /dev/shm; agreement before each commit: {state._agree_before_commit}"
         )
         for what, values in times.items():
             print(

@@ -6,10 +6,14 @@ checked before writing, and a resumed commit put on file on every host."""
 import collections
 import os
 import pickle
+import subprocess
+import sys
 
+import numpy as np
 import pytest
 
 from lockstep.common.elastic import runner
+from lockstep.common.elastic import store as store_module
 from lockstep.common.elastic.state import ObjectState
 from lockstep.common.elastic.store import CommitStore, CommitStoreError
 
@@ -66,7 +70,7 @@ def test_a_planted_or_renamed_file_is_refused_before_unpickling(tmp_path):
             return (os.system, (f"touch {marker}",))
 
     with open(commits._path((0, 8)), "wb") as file:
-        file.write(b"lockstep-commit-1\n" + bytes(32) + pickle.dumps(Planted()))
+        file.write(store_module._MAGIC + bytes(32) + pickle.dumps(Planted()))
     with pytest.raises(CommitStoreError, match="not signed"):
         commits.load((0, 8))
     assert not marker.exists()
@@ -117,3 +121,60 @@ def test_the_resumed_commit_is_saved_and_put_on_file_on_a_host_without_it(tmp_pa
     state.epoch = 8
     state.restore()
     assert state.epoch == 7
+
+
+def test_arrays_go_out_of_band_signed_and_come_back_writable(tmp_path):
+    commits = store(tmp_path)
+    weights = np.arange(1 << 18, dtype=np.float32)
+    snapshot = {"weights": weights, "strided": weights[::2], "objects": {"epoch": 3, "name": "w"}}
+    write(commits, 1, snapshot)
+    data = open(commits._path((0, 1)), "rb").read()
+    sections = store_module._split_sections(memoryview(data))
+    # The pickle holds no array's bytes (a strided view's are copied in band, as numpy does).
+    assert sections[1].nbytes < weights[::2].nbytes + 4096 and sections[2].nbytes == weights.nbytes
+    loaded = commits.load((0, 1))
+    np.testing.assert_array_equal(loaded["weights"], weights)
+    np.testing.assert_array_equal(loaded["strided"], weights[::2])
+    assert loaded["objects"] == {"epoch": 3, "name": "w"} and loaded["weights"].flags.writeable
+    # One changed byte of an array is refused, as one of the pickle is.
+    tampered = bytearray(data)
+    tampered[-1] ^= 1
+    with open(commits._path((0, 2)), "wb") as file:
+        file.write(tampered)
+    with pytest.raises(CommitStoreError, match="not signed"):
+        commits.load((0, 2))
+
+
+def test_tensors_go_out_of_band_and_come_back_as_tensors(tmp_path):
+    # In a child process: torch stays out of pytest's.
+    code = f"""
+import warnings
+import torch
+from lockstep.common.elastic.store import CommitStore, _split_sections
+commits = CommitStore({str(tmp_path / "commits")!r}, "job", bytes(range(32)), host="node1")
+big = torch.arange(1 << 18, dtype=torch.float32)
+state = {{
+    "big": big,
+    "steps": torch.tensor(7, dtype=torch.int64),
+    "half": torch.ones(3, dtype=torch.bfloat16),      # no numpy dtype: pickled by torch
+    "transposed": torch.arange(6.0).reshape(2, 3).t(),
+    "grad": torch.ones(2, requires_grad=True),
+}}
+commits.write_async(1, state)
+commits.flush()
+with open(commits._path((0, 1)), "rb") as file:
+    sections = _split_sections(memoryview(file.read()))
+assert any(section.nbytes == big.numel() * 4 for section in sections[2:]), [s.nbytes for s in sections]
+with warnings.catch_warnings():
+    warnings.simplefilter("error")  # torch warns when it wraps a read-only buffer
+    loaded = commits.load((0, 1))
+for name, tensor in state.items():
+    got = loaded[name]
+    assert type(got) is torch.Tensor and got.dtype == tensor.dtype and got.shape == tensor.shape, name
+    assert torch.equal(got.detach(), tensor.detach()), name
+assert loaded["grad"].requires_grad
+loaded["big"] += 1
+print("ok")
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout + run.stderr

@@ -264,7 +264,38 @@ def check_optimizer_protocol(rank, size):
         expect_error(AssertionError, ["skip_synchronize"], adasum.skip_synchronize)
 
 
+def check_elastic_state_saves_copies(rank, size):
+    # TorchState.save() clones tensors itself (faster than deepcopy's path): what it
+    # saved must not move with the model, tied weights stay one copy, and restore()
+    # comes back to it.
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Embedding(5, 4), nn.Linear(4, 5))
+    tied = nn.Sequential(nn.Linear(4, 4, bias=False), nn.Linear(4, 4, bias=False))
+    tied[1].weight = tied[0].weight
+    optimizer = torch.optim.SGD([*model.parameters(), *tied.parameters()], lr=0.5, momentum=0.9)
+    loss = model(torch.tensor([[1, 2]])).sum() + tied(torch.ones(1, 4)).sum()
+    loss.backward()
+    optimizer.step()
+    state = hvd.elastic.TorchState(model=model, tied=tied, optimizer=optimizer, epoch=1)
+    state.save()
+    expected = copy.deepcopy({"model": model.state_dict(), "optimizer": optimizer.state_dict()})
+    saved = state._handlers["tied"].saved
+    assert saved["0.weight"].data_ptr() == saved["1.weight"].data_ptr(), "a tied weight was saved twice"
+    assert saved["0.weight"].data_ptr() != tied[0].weight.data_ptr(), "the saved weight is the live one"
+    with torch.no_grad():
+        for parameter in [*model.parameters(), *tied.parameters()]:
+            parameter.add_(1.0)
+    optimizer.step()
+    state.restore()
+    for name, value in expected["model"].items():
+        assert_tensor_equal(model.state_dict()[name], value, f"restored {name}")
+    for index, buffers in expected["optimizer"]["state"].items():
+        restored = optimizer.state_dict()["state"][index]["momentum_buffer"]
+        assert_tensor_equal(restored, buffers["momentum_buffer"], f"restored momentum {index}")
+
+
 def run(rank, size):
+    check(check_elastic_state_saves_copies, rank, size)
     check(check_sparse_embeddings, rank, size)
     check(check_adasum_optimizer, rank, size)
     check("broadcast_optimizer_state", check_broadcast_optimizer_state_all, rank, size)
