@@ -10,15 +10,10 @@
 #include <string>
 
 #include "backends/gpu_agreement.h"
+#include "mpi_test_world.h"
 
 namespace lockstep {
 namespace {
-
-int Rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
 
 // A communicator of its own per test: a request abandoned at a deadline stays on it.
 MPI_Comm FreshComm() {
@@ -41,16 +36,16 @@ TEST(GpuAgreementMpiTest, AllOkWhenEveryRankIs) {
 
 TEST(GpuAgreementMpiTest, OneFailingRankFailsEveryRank) {
   MPI_Comm comm = FreshComm();
-  const Agreement agreed = AgreeAllOk(comm, Rank() != 1, DeadlineIn(30), "test");
+  const Agreement agreed = AgreeAllOk(comm, WorldRank() != 1, DeadlineIn(30), "test");
   EXPECT_TRUE(agreed.reached) << agreed.problem;
-  EXPECT_FALSE(agreed.all_ok) << "rank " << Rank() << " did not learn of rank 1's failure";
+  EXPECT_FALSE(agreed.all_ok) << "rank " << WorldRank() << " did not learn of rank 1's failure";
   MPI_Comm_free(&comm);
 }
 
 TEST(GpuAgreementMpiTest, ARankThatNeverArrivesMakesTheOthersGiveUpAtTheDeadline) {
   MPI_Comm comm = FreshComm();
   const int absent = 2;
-  if (Rank() != absent) {
+  if (WorldRank() != absent) {
     const auto start = AgreementClock::now();
     const Agreement agreed = AgreeAllOk(comm, true, DeadlineIn(0.5), "agreeing on the test");
     const double waited = SecondsSince(start);
@@ -62,13 +57,13 @@ TEST(GpuAgreementMpiTest, ARankThatNeverArrivesMakesTheOthersGiveUpAtTheDeadline
   }
   MPI_Barrier(MPI_COMM_WORLD);
   // The late rank completes the collective, so nothing stays pending at MPI_Finalize.
-  if (Rank() == absent) (void)AgreeAllOk(comm, true, DeadlineIn(30), "late");
+  if (WorldRank() == absent) (void)AgreeAllOk(comm, true, DeadlineIn(30), "late");
 }
 
 TEST(GpuAgreementMpiTest, BroadcastDeliversTheRootsBytes) {
   MPI_Comm comm = FreshComm();
   char text[16] = {};
-  if (Rank() == 0) std::strcpy(text, "nccl-unique-id");
+  if (WorldRank() == 0) std::strcpy(text, "nccl-unique-id");
   EXPECT_EQ(BroadcastBefore(text, sizeof(text), 0, comm, DeadlineIn(30), "test"), "");
   EXPECT_STREQ(text, "nccl-unique-id");
   MPI_Comm_free(&comm);
@@ -77,7 +72,7 @@ TEST(GpuAgreementMpiTest, BroadcastDeliversTheRootsBytes) {
 TEST(GpuAgreementMpiTest, ABroadcastWhoseRootNeverSendsTimesOut) {
   MPI_Comm comm = FreshComm();
   static char late[8] = {};  // static: the abandoned receive may still write it
-  if (Rank() != 0) {
+  if (WorldRank() != 0) {
     const auto start = AgreementClock::now();
     const std::string problem =
         BroadcastBefore(late, sizeof(late), 0, comm, DeadlineIn(0.5), "broadcast of the id");
@@ -85,7 +80,7 @@ TEST(GpuAgreementMpiTest, ABroadcastWhoseRootNeverSendsTimesOut) {
     EXPECT_LT(SecondsSince(start), 5.0);
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  if (Rank() == 0) (void)BroadcastBefore(late, sizeof(late), 0, comm, DeadlineIn(30), "late");
+  if (WorldRank() == 0) (void)BroadcastBefore(late, sizeof(late), 0, comm, DeadlineIn(30), "late");
 }
 
 }  // namespace

@@ -13,21 +13,10 @@
 #include <string>
 
 #include "backends/mpi/shared_segment.h"
+#include "mpi_test_world.h"
 
 namespace lockstep {
 namespace {
-
-int WorldRank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
-int WorldSize() {
-  int size = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
-}
 
 // Segments that local rank 0 (world rank 0 here) created and left in /dev/shm, once
 // every rank is past the constructor (rank 0 unlinks the name on its way out of it).

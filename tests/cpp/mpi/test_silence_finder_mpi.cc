@@ -11,15 +11,10 @@
 #include <vector>
 
 #include "backends/mpi/mpi_silence_finder.h"
+#include "mpi_test_world.h"
 
 namespace lockstep {
 namespace {
-
-int WorldRank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
